@@ -1,0 +1,93 @@
+"""The small interfaces every model engine implements.
+
+Everything above the engines (chat templates, tool-call parsing, streaming post-processing,
+validation, groundedness, embedding windows) is shared; an engine only turns token ids into
+token ids (chat) or token windows into vectors (embeddings).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How to pick the next tokens.
+
+    Attributes:
+        max_new_tokens: hard cap on generated tokens (the caller already clipped it to the
+            context window).
+        temperature: 0 means greedy decoding; otherwise softmax temperature.
+        top_p: nucleus sampling mass in (0, 1]; 1 disables it.
+        seed: optional seed that makes sampling reproducible.
+    """
+
+    max_new_tokens: int
+    temperature: float = 0.0
+    top_p: float = 1.0
+    seed: int | None = None
+
+    @property
+    def greedy(self) -> bool:
+        return self.temperature == 0.0
+
+
+class ChatEngine(abc.ABC):
+    """Runs a causal language model: prompt token ids in, generated token ids out."""
+
+    #: A Hugging Face tokenizer carrying the model's chat template (``apply_chat_template``).
+    tokenizer: object
+    #: Maximum number of tokens (prompt plus generated) the model accepts.
+    context_length: int
+    #: Token ids that end a turn (EOS, ``<|im_end|>``, ...).
+    eos_token_ids: frozenset[int]
+    #: Where the model runs, e.g. ``"cpu"`` or ``"cuda:0"``.
+    device: str
+
+    @abc.abstractmethod
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> Iterator[int]:
+        """Yield generated token ids one at a time, as soon as each is decoded.
+
+        The iterator yields the end-of-turn token too when the model produces one, and then
+        ends; it ends without one after ``params.max_new_tokens`` tokens. ``should_stop`` is
+        polled before every decoding step so a caller (a stop sequence, a disconnected client)
+        can end generation within one token. Closing the iterator early must free its state.
+        """
+
+    @abc.abstractmethod
+    def next_token_logprobs(
+        self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]
+    ) -> list[float]:
+        """Log-probabilities of each candidate token as the next token after the prompt."""
+
+
+class EmbeddingEngine(abc.ABC):
+    """Runs a bidirectional encoder: windows of token ids in, one vector per window out."""
+
+    #: Dimensionality of the produced vectors.
+    dimensions: int
+    #: The encoder's window, special tokens included (512 for e5).
+    max_window_tokens: int
+    #: Where the model runs, e.g. ``"cpu"`` or ``"cuda:0"``.
+    device: str
+
+    @abc.abstractmethod
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        """Content token ids of each text, without special tokens and without truncation."""
+
+    @abc.abstractmethod
+    def embed_windows(self, windows: Sequence[Sequence[int]]) -> np.ndarray:
+        """Mean-pooled, not yet normalised hidden states, one row per window.
+
+        Each window holds at most ``max_window_tokens - 2`` content ids; the engine adds the
+        model's begin and end tokens itself. Returns float32 of shape ``(len(windows), dimensions)``.
+        """
