@@ -1,0 +1,65 @@
+"""Which models the in-process engine runs, from arguments or the environment.
+
+Environment variables (arguments to ``connect`` / ``EngineConfig.from_env`` win):
+
+* ``CORE_MODEL_PROFILE``: ``default`` (Qwen2.5-Coder-1.5B-Instruct) or ``small``
+  (Qwen2.5-Coder-0.5B-Instruct, for tests and small machines).
+* ``CORE_CHAT_MODEL``: a Hugging Face model id or local folder replacing the profile's chat
+  model (it also judges groundedness).
+* ``CORE_EMBEDDING_MODEL``: a Hugging Face id or folder replacing multilingual-e5-small.
+* ``CORE_QUERY_PREFIX`` / ``CORE_PASSAGE_PREFIX``: prefixes for the query and passage models
+  (default ``query: `` / ``passage: ``, as e5 expects).
+* ``CORE_DEVICE``: ``cpu``, ``cuda``, ``cuda:1``...; default: the GPU when there is one.
+* ``CORE_CACHE_DIR``: where converted weights are kept (see ``backend.weights.cache``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from backend.embedding_service import EmbeddingPrefixes
+
+PROFILE_CHAT_MODELS = {
+    "default": "qwen2.5-coder-1.5b-instruct",
+    "small": "qwen2.5-coder-0.5b-instruct",
+}
+DEFAULT_EMBEDDING_MODEL = "multilingual-e5-small"
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    profile: str = "default"
+    chat_model: str = PROFILE_CHAT_MODELS["default"]
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
+    device: str | None = None
+    chat_dtype: str | None = None
+    embedding_dtype: str | None = None
+    prefixes: EmbeddingPrefixes = field(default_factory=EmbeddingPrefixes)
+    #: Probability mass a groundedness label needs before it is the verdict.
+    groundedness_confidence: float = 0.6
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> EngineConfig:
+        """Settings from the environment, then ``overrides`` (None values are ignored)."""
+        env = os.environ
+        profile = overrides.pop("profile", None) or env.get("CORE_MODEL_PROFILE") or "default"
+        if profile not in PROFILE_CHAT_MODELS:
+            raise ValueError(
+                f"unknown model profile {profile!r}; use one of: {', '.join(PROFILE_CHAT_MODELS)}"
+            )
+        config = cls(
+            profile=profile,
+            chat_model=env.get("CORE_CHAT_MODEL") or PROFILE_CHAT_MODELS[profile],
+            embedding_model=env.get("CORE_EMBEDDING_MODEL") or DEFAULT_EMBEDDING_MODEL,
+            device=env.get("CORE_DEVICE") or None,
+            prefixes=EmbeddingPrefixes(
+                query=env.get("CORE_QUERY_PREFIX", "query: "),
+                passage=env.get("CORE_PASSAGE_PREFIX", "passage: "),
+            ),
+        )
+        unknown = set(overrides) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise TypeError(f"unknown engine options: {', '.join(sorted(unknown))}")
+        return replace(config, **{k: v for k, v in overrides.items() if v is not None})

@@ -1,0 +1,291 @@
+"""The in-process backend: the whole service running on local models (CPU, or GPU if any)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import logging
+import threading
+import warnings
+from collections.abc import AsyncIterator, Callable, Iterator
+from dataclasses import dataclass
+from typing import Any, Generic, TypeVar
+
+import numpy as np
+
+from backend.catalogue import InputType, ModelCard, Operation, resolve_model, serving_card
+from backend.chat_prompt import render_prompt
+from backend.chat_responses import fold_completion, stream_chunks
+from backend.config import EngineConfig
+from backend.embedding_service import EmbeddingService
+from backend.engines.base import ChatEngine, EmbeddingEngine, SamplingParams
+from backend.errors import BadRequestError
+from backend.groundedness import GroundednessJudge
+from backend.interface import Backend, ChatRequestLike, EmbeddingRequestLike
+from backend.output_processor import Finished, OutputEvent, OutputProcessor, TextDelta
+from backend.schemas import (
+    ChatCompletion,
+    ChatCompletionChunk,
+    ChatCompletionRequest,
+    Embedding,
+    EmbeddingList,
+    EmbeddingRequest,
+    EmbeddingUsage,
+    new_completion_id,
+    now,
+)
+from backend.threads import iterate_in_thread
+from backend.validation import (
+    check_chat_request,
+    check_context_budget,
+    check_embedding_inputs,
+    check_embedding_tokens,
+    check_groundedness_messages,
+    parse_request,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_TEMPERATURE = 0.7  # spec 4.1
+
+EngineT = TypeVar("EngineT")
+
+
+class _LazyEngine(Generic[EngineT]):
+    """An engine loaded on first use, and a lock that serialises its use.
+
+    Models are not thread-safe; concurrent callers take turns.
+    """
+
+    def __init__(self, load: Callable[[], EngineT]) -> None:
+        self._load = load
+        self._engine: EngineT | None = None
+        self._load_lock = threading.Lock()
+        self.use_lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._engine is not None
+
+    def get(self) -> EngineT:
+        if self._engine is None:
+            with self._load_lock:
+                if self._engine is None:
+                    self._engine = self._load()
+        return self._engine
+
+
+@dataclass
+class _PreparedChat:
+    """A validated chat request, ready to run: everything but the model work."""
+
+    model: str
+    prompt_tokens: int
+    include_usage: bool
+    run: Callable[[Callable[[], bool]], Iterator[OutputEvent]]
+
+
+class InProcessBackend(Backend):
+    """Runs chat, groundedness and embeddings in this process.
+
+    Args:
+        config: which models to run (default: from the environment, see ``EngineConfig``).
+        chat_engine / embedding_engine: ready engines to use instead of loading the
+            configured ones (tests, or sharing one engine between backends).
+        **options: ``EngineConfig`` fields overriding the environment (``profile="small"``,
+            ``chat_model="Qwen/Qwen2.5-7B-Instruct"``, ``device="cuda"``...).
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig | None = None,
+        *,
+        chat_engine: ChatEngine | None = None,
+        embedding_engine: EmbeddingEngine | None = None,
+        **options: Any,
+    ) -> None:
+        from backend.engines.loader import load_chat_engine, load_embedding_engine
+
+        self.config = config or EngineConfig.from_env(**options)
+        self._chat = _LazyEngine(lambda: chat_engine or load_chat_engine(self.config))
+        self._embedding = _LazyEngine(
+            lambda: embedding_engine or load_embedding_engine(self.config)
+        )
+        self._judge: GroundednessJudge | None = None
+        self._embedder: EmbeddingService | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def warmup(self) -> None:
+        """Load both models now instead of on the first request."""
+        self._chat.get()
+        self._embedding_service()
+
+    @property
+    def ready(self) -> bool:
+        return self._chat.loaded and self._embedding.loaded
+
+    # ------------------------------------------------------------------ chat
+
+    def _prepare_chat(self, request: ChatRequestLike) -> _PreparedChat:
+        req = parse_request(ChatCompletionRequest, request)
+        card = resolve_model(req.model, Operation.CHAT, Operation.GROUNDEDNESS)
+        if card.operation is Operation.GROUNDEDNESS:
+            return self._prepare_groundedness(req, card)
+        check_chat_request(req)
+        engine = self._chat.get()
+        rendered = render_prompt(engine.tokenizer, req.messages, req.tools, req.tool_choice)
+        max_new = check_context_budget(
+            len(rendered.ids), req.token_limit, min(card.context_length, engine.context_length)
+        )
+        params = SamplingParams(
+            max_new_tokens=max_new,
+            temperature=DEFAULT_TEMPERATURE if req.temperature is None else req.temperature,
+            top_p=1.0 if req.top_p is None else req.top_p,
+            seed=req.seed,
+        )
+
+        def run(should_stop: Callable[[], bool]) -> Iterator[OutputEvent]:
+            processor = OutputProcessor(
+                engine.tokenizer,
+                engine.eos_token_ids,
+                prompt_ids=rendered.ids,
+                stop=req.stop or (),
+                tool_names=rendered.tool_names,
+                prefill=rendered.prefill,
+            )
+            with self._chat.use_lock:
+                tokens = engine.generate(
+                    rendered.ids, params, lambda: processor.stopped or should_stop()
+                )
+                try:
+                    for token in tokens:
+                        yield from processor.feed(token)
+                        if processor.stopped:
+                            break
+                finally:
+                    tokens.close()  # type: ignore[attr-defined]
+            yield from processor.finish()
+
+        return _PreparedChat(
+            model=card.version,
+            prompt_tokens=len(rendered.ids),
+            include_usage=req.include_usage,
+            run=run,
+        )
+
+    def _prepare_groundedness(self, req: ChatCompletionRequest, card: ModelCard) -> _PreparedChat:
+        context, response = check_groundedness_messages(req.messages)
+        judge = self._groundedness_judge()
+        # One forward pass per context part, done now so the usage is known up front; the
+        # async paths call this from a worker thread.
+        with self._chat.use_lock:
+            judgement = judge.judge(context, response)
+
+        def run(should_stop: Callable[[], bool]) -> Iterator[OutputEvent]:
+            yield TextDelta(judgement.verdict)
+            yield Finished("stop", 1)
+
+        return _PreparedChat(
+            model=card.version,
+            prompt_tokens=judgement.prompt_tokens,
+            include_usage=req.include_usage,
+            run=run,
+        )
+
+    def _groundedness_judge(self) -> GroundednessJudge:
+        if self._judge is None:
+            self._judge = GroundednessJudge(
+                self._chat.get(), confidence=self.config.groundedness_confidence
+            )
+        return self._judge
+
+    def chat(self, request: ChatRequestLike) -> ChatCompletion:
+        prepared = self._prepare_chat(request)
+        events = list(prepared.run(lambda: False))
+        return fold_completion(
+            events,
+            completion_id=new_completion_id(),
+            created=now(),
+            model=prepared.model,
+            prompt_tokens=prepared.prompt_tokens,
+        )
+
+    def stream_chat(self, request: ChatRequestLike) -> Iterator[ChatCompletionChunk]:
+        prepared = self._prepare_chat(request)
+        return stream_chunks(
+            prepared.run(lambda: False),
+            completion_id=new_completion_id(),
+            created=now(),
+            model=prepared.model,
+            prompt_tokens=prepared.prompt_tokens,
+            include_usage=prepared.include_usage,
+        )
+
+    async def achat(self, request: ChatRequestLike) -> ChatCompletion:
+        return await asyncio.to_thread(self.chat, request)
+
+    async def astream_chat(self, request: ChatRequestLike) -> AsyncIterator[ChatCompletionChunk]:
+        prepared = await asyncio.to_thread(self._prepare_chat, request)
+        stop = threading.Event()
+
+        def chunks() -> Iterator[ChatCompletionChunk]:
+            return stream_chunks(
+                prepared.run(stop.is_set),
+                completion_id=new_completion_id(),
+                created=now(),
+                model=prepared.model,
+                prompt_tokens=prepared.prompt_tokens,
+                include_usage=prepared.include_usage,
+            )
+
+        return iterate_in_thread(chunks, stop)
+
+    # ------------------------------------------------------------------ embeddings
+
+    def _embedding_service(self) -> EmbeddingService:
+        if self._embedder is None:
+            self._embedder = EmbeddingService(self._embedding.get(), self.config.prefixes)
+        return self._embedder
+
+    def embed(self, request: EmbeddingRequestLike) -> EmbeddingList:
+        req = parse_request(EmbeddingRequest, request)
+        card = resolve_model(req.model, Operation.EMBEDDINGS)
+        serving = serving_card(card)
+        if card.deprecated:
+            warnings.warn(
+                f"model '{card.name}' is deprecated since {card.deprecation_date}; it is served "
+                f"by '{serving.name}', switch to that name",
+                DeprecationWarning,
+                stacklevel=2,
+            )
+        texts = check_embedding_inputs(req)
+        service = self._embedding_service()
+        if req.dimensions is not None and req.dimensions != service.engine.dimensions:
+            raise BadRequestError(
+                f"invalid request: dimensions {req.dimensions} is not available; this model "
+                f"produces {service.engine.dimensions}-dimensional vectors",
+                param="dimensions",
+            )
+        tokenized = service.tokenize(texts, serving.input_type or InputType.PASSAGE)
+        counts = tokenized.token_counts
+        check_embedding_tokens(counts, single=isinstance(req.input, str))
+        with self._embedding.use_lock:
+            vectors = service.embed_tokenized(tokenized)
+        return EmbeddingList(
+            data=[
+                Embedding(index=i, embedding=_encode(vector, req.encoding_format))
+                for i, vector in enumerate(vectors)
+            ],
+            model=serving.version,
+            usage=EmbeddingUsage(prompt_tokens=sum(counts), total_tokens=sum(counts)),
+        )
+
+    async def aembed(self, request: EmbeddingRequestLike) -> EmbeddingList:
+        return await asyncio.to_thread(self.embed, request)
+
+
+def _encode(vector: np.ndarray, encoding_format: str) -> list[float] | str:
+    if encoding_format == "base64":  # OpenAI's convention: little-endian float32 bytes
+        return base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
+    return vector.astype(np.float32).tolist()
