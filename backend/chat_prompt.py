@@ -43,6 +43,34 @@ def _template_message(message: ChatMessage) -> dict[str, Any]:
     return entry
 
 
+def _with_tool_results_as_user_turn(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    """The conversation with its last tool call and results rewritten as one user turn.
+
+    Rendered the template's way (a ``<tool_call>`` turn, then ``<tool_response>``), the
+    small Qwen models echo the call instead of answering; shown the results as plain text
+    with the instruction to answer, they answer from them. Earlier exchanges keep the
+    template's form.
+    """
+    end = len(messages)
+    start = end
+    while start > 0 and messages[start - 1].role == "tool":
+        start -= 1
+    caller = messages[start - 1] if start > 0 and messages[start - 1].tool_calls else None
+    calls = {call.id: call for call in caller.tool_calls or ()} if caller else {}
+    lines = []
+    for message in messages[start:end]:
+        call = calls.get(message.tool_call_id or "")
+        name = f"{call.function.name}({call.function.arguments})" if call else "a tool"
+        lines.append(f"- {name} returned: {message.content or ''}")
+    results = {
+        "role": "user",
+        "content": "Results of the tool calls:\n" + "\n".join(lines)
+        + "\nAnswer my question using these results.",
+    }
+    head = messages[: start - 1] if caller else messages[:start]
+    return [_template_message(m) for m in head] + [results]
+
+
 def _arguments(arguments: str) -> Any:
     try:
         return json.loads(arguments)
@@ -79,10 +107,14 @@ def render_prompt(
             "invalid request: the configured chat model has no chat template; configure an "
             "instruction-tuned model"
         )
-    conversation = [_template_message(m) for m in messages]
+    answering = tool_choice in (None, "auto") and messages[-1].role == "tool"
+    if answering:
+        conversation = _with_tool_results_as_user_turn(messages)
+    else:
+        conversation = [_template_message(m) for m in messages]
     if conversation[0]["role"] != "system":
         conversation.insert(0, {"role": "system", "content": DEFAULT_SYSTEM_PROMPT})
-    active_tools = list(tools or ()) if tool_choice != "none" else []
+    active_tools = list(tools or ()) if tool_choice != "none" and not answering else []
     template_tools = [t.model_dump(exclude_none=True) for t in active_tools] or None
     text = tokenizer.apply_chat_template(
         conversation, tools=template_tools, add_generation_prompt=True, tokenize=False

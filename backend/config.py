@@ -37,8 +37,10 @@ class EngineConfig:
     chat_dtype: str | None = None
     embedding_dtype: str | None = None
     prefixes: EmbeddingPrefixes = field(default_factory=EmbeddingPrefixes)
-    #: Probability mass a groundedness label needs before it is the verdict.
-    groundedness_confidence: float = 0.6
+    #: P(yes) at or above which a response is grounded, and below which it is not
+    #: (see ``backend.groundedness``); in between the verdict is notSure.
+    grounded_at: float = 0.45
+    not_grounded_below: float = 0.40
 
     @classmethod
     def from_env(cls, **overrides: Any) -> EngineConfig:

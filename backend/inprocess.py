@@ -196,7 +196,9 @@ class InProcessBackend(Backend):
     def _groundedness_judge(self) -> GroundednessJudge:
         if self._judge is None:
             self._judge = GroundednessJudge(
-                self._chat.get(), confidence=self.config.groundedness_confidence
+                self._chat.get(),
+                grounded_at=self.config.grounded_at,
+                not_grounded_below=self.config.not_grounded_below,
             )
         return self._judge
 

@@ -61,8 +61,8 @@ class ScriptedChatEngine(ChatEngine):
             yield token
 
     def next_token_logprobs(self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]) -> list[float]:
-        # Prefers whichever label starts the reply, so tests can script a verdict.
-        first = ord(self.reply[0])
+        # Says "yes" when the reply starts with "y", "no" otherwise, so tests script verdicts.
+        first = ord("y") if self.reply.startswith("y") else ord("n")
         return [0.0 if c == first else math.log(1e-3) for c in candidate_ids]
 
 

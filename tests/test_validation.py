@@ -17,7 +17,7 @@ GROUNDEDNESS = "core-1-mini-groundedness-check"
 def service():
     return InProcessBackend(
         profile="small",
-        chat_engine=ScriptedChatEngine("supported"),
+        chat_engine=ScriptedChatEngine("yes"),
         embedding_engine=CharCountEmbeddingEngine(),
     )
 
@@ -79,7 +79,7 @@ def test_groundedness_rejects_other_roles(service):
 def test_groundedness_answers_one_of_the_three_verdicts_with_versioned_model(service):
     result = service.chat(_check([USER, ASSISTANT]))
     assert result.model == "core-1-mini-groundedness-check-240502"
-    assert result.choices[0].message.content == "grounded"  # the scripted engine says "supported"
+    assert result.choices[0].message.content == "grounded"  # the scripted engine says "yes"
 
 
 @pytest.mark.parametrize("temperature", [-0.1, 2.5])
@@ -176,7 +176,7 @@ def test_forced_tool_must_be_among_tools(service):
 
 def test_unknown_fields_are_ignored_and_n_above_one_is_rejected(service):
     body = {"model": "core-1-mini-chat", "messages": [USER], "user": "u1", "presence_penalty": 0.5}
-    assert service.chat(body).choices[0].message.content == "supported"
+    assert service.chat(body).choices[0].message.content == "yes"
     assert "n must be 1" in _message(service, "chat", {**body, "n": 2})
 
 
