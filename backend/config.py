@@ -10,6 +10,8 @@ Environment variables (arguments to ``connect`` / ``EngineConfig.from_env`` win)
 * ``CORE_QUERY_PREFIX`` / ``CORE_PASSAGE_PREFIX``: prefixes for the query and passage models
   (default ``query: `` / ``passage: ``, as e5 expects).
 * ``CORE_DEVICE``: ``cpu``, ``cuda``, ``cuda:1``...; default: the GPU when there is one.
+* ``CORE_CHAT_DTYPE`` / ``CORE_EMBEDDING_DTYPE``: ``float32``, ``bfloat16``, ``float16`` or
+  ``auto`` (default: bf16 where the hardware computes in it, else float32).
 * ``CORE_CACHE_DIR``: where converted weights are kept (see ``backend.weights.cache``).
 """
 
@@ -56,6 +58,8 @@ class EngineConfig:
             chat_model=env.get("CORE_CHAT_MODEL") or PROFILE_CHAT_MODELS[profile],
             embedding_model=env.get("CORE_EMBEDDING_MODEL") or DEFAULT_EMBEDDING_MODEL,
             device=env.get("CORE_DEVICE") or None,
+            chat_dtype=env.get("CORE_CHAT_DTYPE") or None,
+            embedding_dtype=env.get("CORE_EMBEDDING_DTYPE") or None,
             prefixes=EmbeddingPrefixes(
                 query=env.get("CORE_QUERY_PREFIX", "query: "),
                 passage=env.get("CORE_PASSAGE_PREFIX", "passage: "),
