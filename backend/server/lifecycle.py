@@ -1,0 +1,81 @@
+"""Whether the server takes model requests: loading, ready, draining.
+
+Models load in a background thread at startup, so ``/health`` answers at once (alive, not yet
+ready) and model requests get 503 with ``Retry-After`` until loading ends. On shutdown the
+server drains: new model requests get 503 while those in flight finish.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+
+from backend.errors import ServiceUnavailableError
+from backend.interface import Backend
+
+logger = logging.getLogger("backend.server")
+
+
+class Lifecycle:
+    """Loading, readiness and draining of one served backend."""
+
+    def __init__(self, backend: Backend, retry_after: float) -> None:
+        self._backend = backend
+        self._retry_after = retry_after
+        self._loaded = threading.Event()
+        self._draining = threading.Event()
+        self._thread: threading.Thread | None = None
+        self.load_error: BaseException | None = None
+
+    def start_loading(self) -> None:
+        """Load the models in a daemon thread (backends without ``warmup`` are ready now)."""
+        if self._thread is not None:
+            return
+        self._thread = threading.Thread(target=self._load, name="core-warmup", daemon=True)
+        self._thread.start()
+
+    def _load(self) -> None:
+        warmup = getattr(self._backend, "warmup", None)
+        started = time.perf_counter()
+        try:
+            if warmup is not None:
+                warmup()
+        except Exception as exc:  # noqa: BLE001 - reported by /health and every model request
+            self.load_error = exc
+            logger.exception("loading the models failed; model requests will get 503")
+            return
+        logger.info("models ready in %.1f s", time.perf_counter() - started)
+        self._loaded.set()
+
+    def wait_loaded(self, timeout: float | None = None) -> bool:
+        return self._loaded.wait(timeout)
+
+    @property
+    def ready(self) -> bool:
+        return self._loaded.is_set() and not self._draining.is_set()
+
+    @property
+    def draining(self) -> bool:
+        return self._draining.is_set()
+
+    def begin_drain(self) -> None:
+        if not self._draining.is_set():
+            logger.info("draining: finishing requests in flight, refusing new model requests")
+            self._draining.set()
+
+    def check_accepting(self) -> None:
+        """Raise 503 unless model requests can be served now."""
+        if self._draining.is_set():
+            raise ServiceUnavailableError(
+                "the server is shutting down; retry on another instance or later",
+                retry_after=self._retry_after,
+            )
+        if self.load_error is not None:
+            raise ServiceUnavailableError(
+                "the models failed to load; see the server log", retry_after=self._retry_after
+            )
+        if not self._loaded.is_set():
+            raise ServiceUnavailableError(
+                "the models are still loading; retry shortly", retry_after=self._retry_after
+            )

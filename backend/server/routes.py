@@ -1,0 +1,166 @@
+"""The endpoints: thin front-ends over the ``Backend``.
+
+Bodies are validated by ``backend.validation.parse_request``, the same function the
+in-process backend uses, so every client sees the same 400 messages; the OpenAPI document
+still describes the request models (see ``app.py``).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any, Literal
+
+from fastapi import APIRouter, Request, Response
+from pydantic import BaseModel, Field
+
+from backend.errors import BadRequestError
+from backend.schemas import (
+    ChatCompletion,
+    ChatCompletionRequest,
+    EmbeddingList,
+    EmbeddingRequest,
+    ErrorResponse,
+    ModelList,
+    StreamOptions,
+)
+from backend.server.context import ServerContext
+from backend.server.streaming import EventStreamResponse, chunk_events
+from backend.validation import parse_request
+
+API_PREFIX = "/v1/core"
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    reasons = {
+        400: "Invalid request (the message says what to fix).",
+        401: "Missing, malformed or wrong API key.",
+        404: "Unknown model or path.",
+        413: "Request body over the server's limit.",
+        429: "Every model place is taken and the queue is full; see Retry-After.",
+        500: "Internal error; the message names the request id it was logged under.",
+        503: "Models loading or server shutting down; see Retry-After.",
+        504: "The request ran past the server's request timeout.",
+    }
+    return {s: {"model": ErrorResponse, "description": reasons[s]} for s in statuses}
+
+
+def _json_body(model: type[Any]) -> dict[str, Any]:
+    return {
+        "requestBody": {
+            "required": True,
+            "content": {
+                "application/json": {"schema": {"$ref": f"#/components/schemas/{model.__name__}"}}
+            },
+        }
+    }
+
+
+_MODEL_ERRORS = _errors(400, 401, 404, 413, 429, 500, 503, 504)
+
+router = APIRouter()
+
+
+def _context(request: Request) -> ServerContext:
+    return request.app.state.core
+
+
+async def _read_json(request: Request) -> Any:
+    body = await request.body()
+    if not body.strip():
+        raise BadRequestError("invalid request: the body is empty; send a JSON object")
+    try:
+        return json.loads(body)
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise BadRequestError(f"invalid request: the body is not valid JSON ({exc})") from exc
+
+
+_CHAT_200 = {
+    "description": "A chat completion, or with ``stream: true`` server-sent chunk events "
+    "(``data: {chunk}`` each, then ``data: [DONE]``).",
+    "content": {
+        "text/event-stream": {"schema": {"$ref": "#/components/schemas/ChatCompletionChunk"}}
+    },
+}
+
+
+@router.post(
+    f"{API_PREFIX}/chat/completions",
+    response_model=ChatCompletion,
+    responses={200: _CHAT_200, **_MODEL_ERRORS},
+    openapi_extra=_json_body(ChatCompletionRequest),
+    summary="Chat completion or groundedness check (by model name)",
+)
+async def chat_completions(request: Request) -> Response:
+    context = _context(request)
+    started, deadline = time.perf_counter(), context.deadline()
+    chat_request = parse_request(ChatCompletionRequest, await _read_json(request))
+    backend = context.backend
+    if not chat_request.stream:
+        completion = await context.run_model(lambda: backend.achat(chat_request), deadline)
+        context.metrics.count_tokens(
+            completion.model, completion.usage.prompt_tokens, completion.usage.completion_tokens
+        )
+        return Response(completion.model_dump_json(), media_type="application/json")
+
+    # The usage chunk is always requested, to count tokens; it is dropped unless asked for.
+    counted = chat_request.model_copy(
+        update={"stream_options": StreamOptions(include_usage=True)}
+    )
+    # Validation errors raise here, before the response starts, as plain 4xx responses.
+    chunks = await context.run_model(
+        lambda: backend.astream_chat(counted), deadline, keep_place=True
+    )
+    events = chunk_events(
+        chunks,
+        scope=request.scope,
+        metrics=context.metrics,
+        keep_alive_interval=context.settings.keep_alive_interval,
+        deadline=deadline,
+        send_usage=chat_request.include_usage,
+        started=started,
+    )
+    return EventStreamResponse(events, on_close=context.limiter.release)
+
+
+@router.post(
+    f"{API_PREFIX}/embeddings",
+    response_model=EmbeddingList,
+    responses=_MODEL_ERRORS,
+    openapi_extra=_json_body(EmbeddingRequest),
+    summary="Embed one string or up to 100 strings",
+)
+async def embeddings(request: Request) -> Response:
+    context = _context(request)
+    deadline = context.deadline()
+    embedding_request = parse_request(EmbeddingRequest, await _read_json(request))
+    backend = context.backend
+    result = await context.run_model(lambda: backend.aembed(embedding_request), deadline)
+    context.metrics.count_tokens(result.model, result.usage.prompt_tokens)
+    return Response(result.model_dump_json(), media_type="application/json")
+
+
+@router.get(
+    f"{API_PREFIX}/models",
+    response_model=ModelList,
+    responses=_errors(401, 500),
+    summary="The model catalogue",
+)
+def list_models(request: Request) -> ModelList:
+    return _context(request).backend.models()
+
+
+class Health(BaseModel):
+    status: Literal["ok"] = Field(description="Always ok while the process answers.")
+    ready: bool = Field(description="Models loaded and not shutting down.")
+
+
+@router.get("/health", response_model=Health, summary="Liveness (200) and readiness (ready)")
+def health(request: Request) -> Health:
+    return Health(status="ok", ready=_context(request).lifecycle.ready)
+
+
+@router.get("/metrics", summary="Prometheus metrics", response_class=Response)
+def metrics(request: Request) -> Response:
+    registry = _context(request).metrics
+    return Response(registry.render(), media_type=registry.content_type)

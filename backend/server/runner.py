@@ -1,0 +1,96 @@
+"""Serving the app with uvicorn: ``core-textmodels serve`` calls ``run_server``.
+
+On SIGTERM or SIGINT the server first drains: model requests in flight finish (at most
+``shutdown_drain_timeout`` seconds) while new ones get 503; then uvicorn shuts down. A second
+signal stops at once.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from types import FrameType
+
+import uvicorn
+
+from backend.interface import Backend
+from backend.server.app import create_app
+from backend.server.auth import load_api_keys
+from backend.server.context import ServerContext
+from backend.server.settings import ServerSettings
+
+logger = logging.getLogger("backend.server")
+
+
+class DrainingServer(uvicorn.Server):
+    """``uvicorn.Server`` that drains model requests before it stops accepting connections."""
+
+    def __init__(self, config: uvicorn.Config, context: ServerContext) -> None:
+        super().__init__(config)
+        self.context = context
+        self._drain_deadline: float | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if self._drain_deadline is not None or self.should_exit:
+            super().handle_exit(sig, frame)  # a second signal: stop now
+            return
+        self.context.lifecycle.begin_drain()
+        self._drain_deadline = time.monotonic() + self.context.settings.shutdown_drain_timeout
+
+    async def on_tick(self, counter: int) -> bool:
+        if self._drain_deadline is not None and not self.should_exit:
+            limiter = self.context.limiter
+            idle = not limiter.active and not limiter.queued
+            if idle or time.monotonic() >= self._drain_deadline:
+                self.should_exit = True
+        return await super().on_tick(counter)
+
+
+def build_server(
+    backend: Backend, settings: ServerSettings, host: str = "127.0.0.1", port: int = 8000,
+    **uvicorn_options: object,
+) -> DrainingServer:
+    """The uvicorn server for ``backend``, not yet started (``.run()`` or ``.serve()``)."""
+    app = create_app(backend, settings)
+    config = uvicorn.Config(
+        app,
+        host=host,
+        port=port,
+        timeout_graceful_shutdown=max(1, round(settings.shutdown_drain_timeout)),
+        **uvicorn_options,  # type: ignore[arg-type]
+    )
+    return DrainingServer(config, app.state.core)
+
+
+def run_server(
+    host: str = "127.0.0.1",
+    port: int = 8000,
+    no_auth: bool = False,
+    key_file: str | None = None,
+    profile: str | None = None,
+) -> None:
+    """Serve the in-process backend until interrupted.
+
+    Keys come from ``CORE_API_KEYS`` and ``key_file``; with neither, the server refuses to
+    start unless ``no_auth``. Other settings come from ``CORE_SERVER_*`` variables.
+
+    Raises:
+        ValueError: no API keys and not ``no_auth``.
+        FileNotFoundError: ``key_file`` does not exist.
+    """
+    from backend.inprocess import InProcessBackend
+
+    keys = load_api_keys(key_file)
+    settings = ServerSettings.from_env(api_keys=keys, no_auth=no_auth)
+    if no_auth:
+        logger.warning("serving WITHOUT authentication: anyone who can connect can use it")
+    if not keys and not no_auth:
+        raise ValueError(
+            "no API keys configured: set CORE_API_KEYS, pass --api-key-file, or pass --no-auth "
+            "to serve without authentication"
+        )
+    backend = InProcessBackend(profile=profile)
+    try:
+        build_server(backend, settings, host=host, port=port).run()
+    finally:
+        backend.close()
