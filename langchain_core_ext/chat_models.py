@@ -1,0 +1,460 @@
+"""``ChatCore``: the service's chat models as a LangChain chat model.
+
+The class stays thin: requests are built from the fields and call options, messages are
+converted by the pure functions of ``langchain_core_ext.messages``, and the work is done by a
+``Backend`` (in-process or HTTP, see ``langchain_core_ext.connection``).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from operator import itemgetter
+from typing import Any, Literal
+
+from langchain_core.callbacks import AsyncCallbackManagerForLLMRun, CallbackManagerForLLMRun
+from langchain_core.language_models import LanguageModelInput, ModelProfile
+from langchain_core.language_models.chat_models import BaseChatModel, LangSmithParams
+from langchain_core.messages import AIMessage, BaseMessage
+from langchain_core.output_parsers import JsonOutputParser, PydanticOutputParser
+from langchain_core.output_parsers.openai_tools import (
+    JsonOutputKeyToolsParser,
+    PydanticToolsParser,
+)
+from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
+from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
+from langchain_core.tools import BaseTool
+from langchain_core.utils.function_calling import convert_to_openai_tool
+from langchain_core.utils.pydantic import is_basemodel_subclass
+from pydantic import BaseModel, ConfigDict, Field
+
+from backend.catalogue import find_model
+from backend.errors import NotFoundError
+from backend.schemas import ChatCompletion
+from langchain_core_ext.connection import CoreConnection
+from langchain_core_ext.messages import (
+    MODEL_PROVIDER,
+    chunk_to_generation,
+    completion_to_message,
+    messages_to_wire,
+)
+
+DEFAULT_CHAT_MODEL = "core-1-mini-chat"
+
+ToolLike = dict[str, Any] | type | Callable[..., Any] | BaseTool
+ToolChoiceLike = str | bool | dict[str, Any] | None
+
+
+def tool_choice_to_wire(
+    tool_choice: ToolChoiceLike, tool_names: Sequence[str]
+) -> str | dict[str, Any] | None:
+    """LangChain's ``tool_choice`` values as the service's (spec 4.1).
+
+    ``"auto"`` and ``"none"`` pass through; ``"any"`` and ``"required"`` force some call
+    (``"required"``); a tool's name forces that function; ``True`` forces the only tool;
+    ``False`` and ``None`` leave the choice to the service. A dict must already be the wire
+    shape ``{"type": "function", "function": {"name": ...}}``.
+
+    Raises:
+        ValueError: an unknown name, or ``True`` with other than exactly one tool.
+    """
+    if tool_choice is None or tool_choice is False:
+        return None
+    if tool_choice is True:
+        if len(tool_names) != 1:
+            raise ValueError(
+                f"tool_choice=True forces the only tool, but {len(tool_names)} tools are "
+                "bound; name the tool to force instead"
+            )
+        return _forced(tool_names[0])
+    if isinstance(tool_choice, dict):
+        name = (tool_choice.get("function") or {}).get("name")
+        if tool_choice.get("type") != "function" or not isinstance(name, str):
+            raise ValueError(
+                "a tool_choice dict must be {'type': 'function', 'function': {'name': ...}}, "
+                f"got {tool_choice!r}"
+            )
+        return _forced(_known(name, tool_names))
+    if tool_choice in ("auto", "none"):
+        return tool_choice
+    if tool_choice in ("any", "required"):
+        return "required"
+    return _forced(_known(tool_choice, tool_names))
+
+
+def _forced(name: str) -> dict[str, Any]:
+    return {"type": "function", "function": {"name": name}}
+
+
+def _known(name: str, tool_names: Sequence[str]) -> str:
+    if name not in tool_names:
+        raise ValueError(
+            f"tool_choice names {name!r}, which is not among the bound tools "
+            f"({', '.join(tool_names) or 'none'}); use auto, none, any, required or a tool name"
+        )
+    return name
+
+
+_PIECES = re.compile(r"(\d+)|([^\W\d_]+)|([^\w\s]+|_+)|(\s*\n\s*)")
+
+
+def estimate_token_count(text: str) -> int:
+    """A rough token count needing no tokenizer, for when the model's tokenizer is not in
+    this process (an HTTP backend) and no ``custom_get_token_ids`` is given.
+
+    Qwen-style BPE: one token per digit, about six letters per token of a Latin word and
+    1.5 characters per token in other scripts, two symbols per punctuation token, one per
+    line break; spaces ride on the next word.
+    """
+    total = 0
+    for digits, word, symbols, _newline in _PIECES.findall(text):
+        if digits:
+            total += len(digits)
+        elif word:
+            # Latin words merge well; other scripts (Hangul, kana, CJK) far less.
+            total += math.ceil(len(word) / 6) if word.isascii() else math.ceil(len(word) * 2 / 3)
+        elif symbols:
+            total += math.ceil(len(symbols) / 2)
+        else:
+            total += 1
+    return total
+
+
+class ChatCore(CoreConnection, BaseChatModel):
+    """Chat completions with tools and streaming from the core service.
+
+    Example:
+        >>> from langchain_core_ext import ChatCore
+        >>> llm = ChatCore(temperature=0, max_tokens=64)   # in-process, or CORE_BASE_URL
+        >>> llm.invoke("Say hello.").content
+
+    Args (besides the connection settings of ``CoreConnection``):
+        model: a chat model name (spec 2.1); responses report the versioned name.
+        temperature, max_tokens, top_p, stop: sampling settings (unset: the service's).
+        streaming: make ``invoke`` stream internally (callbacks see every token).
+        stream_usage: ask for usage on the last streamed chunk (default on).
+    """
+
+    model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True)
+
+    model: str = Field(default=DEFAULT_CHAT_MODEL, description="Chat model name.")
+    temperature: float | None = Field(default=None, description="0 to 2; unset means 0.7.")
+    max_tokens: int | None = Field(default=None, description="Cap on generated tokens.")
+    top_p: float | None = Field(default=None, description="Nucleus sampling mass in (0, 1].")
+    stop: list[str] | None = Field(default=None, description="Up to 4 stop sequences.")
+    streaming: bool = Field(default=False, description="Stream internally on invoke.")
+    stream_usage: bool = Field(default=True, description="Usage on the last streamed chunk.")
+
+    # ------------------------------------------------------------------ LangChain metadata
+
+    @property
+    def _llm_type(self) -> str:
+        return "core-chat"
+
+    @classmethod
+    def is_lc_serializable(cls) -> bool:
+        # langchain-core's ``load`` revives only classes on its own allowlist, so a
+        # constructor dump of this class could not be loaded back by default.
+        return False
+
+    @property
+    def lc_secrets(self) -> dict[str, str]:
+        return {"api_key": "CORE_API_KEY"}
+
+    @property
+    def _identifying_params(self) -> dict[str, Any]:
+        return {
+            "model": self.model,
+            "temperature": self.temperature,
+            "max_tokens": self.max_tokens,
+            "top_p": self.top_p,
+            "stop": self.stop,
+            "base_url": self.base_url,
+        }
+
+    def _get_ls_params(self, stop: list[str] | None = None, **kwargs: Any) -> LangSmithParams:
+        params = LangSmithParams(
+            ls_provider=MODEL_PROVIDER,
+            ls_model_name=kwargs.get("model") or self.model,
+            ls_model_type="chat",
+        )
+        temperature = kwargs.get("temperature", self.temperature)
+        if temperature is not None:
+            params["ls_temperature"] = temperature
+        max_tokens = kwargs.get("max_tokens", self.max_tokens)
+        if max_tokens is not None:
+            params["ls_max_tokens"] = max_tokens
+        if stops := stop or kwargs.get("stop") or self.stop:
+            params["ls_stop"] = list(stops)
+        return params
+
+    def _resolve_model_profile(self) -> ModelProfile | None:
+        try:
+            card = find_model(self.model)
+        except NotFoundError:
+            return None
+        return ModelProfile(
+            name=card.version,
+            status=card.status,
+            release_date=card.release_date.isoformat(),
+            max_input_tokens=card.context_length,
+            text_inputs=True,
+            image_inputs=False,
+            pdf_inputs=False,
+            audio_inputs=False,
+            video_inputs=False,
+            text_outputs=True,
+            tool_calling=True,
+            tool_choice=True,
+            tool_call_streaming=True,
+        )
+
+    # ------------------------------------------------------------------ requests
+
+    def _request(
+        self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any
+    ) -> dict[str, Any]:
+        """The JSON-shaped request: fields, then per-call options (``model`` included)."""
+        kwargs.pop("stream", None)  # the backend method decides
+        kwargs.pop("stream_usage", None)  # only meaningful when streaming (_stream_request)
+        request: dict[str, Any] = {
+            "model": kwargs.pop("model", None) or self.model,
+            "messages": messages_to_wire(messages),
+        }
+        for name in ("temperature", "max_tokens", "top_p"):
+            value = kwargs.pop(name, getattr(self, name))
+            if value is not None:
+                request[name] = value
+        call_stop = kwargs.pop("stop", None)
+        stops = next((s for s in (stop, call_stop, self.stop) if s is not None), None)
+        if stops:
+            request["stop"] = list(stops)
+        request.update(kwargs)  # tools, tool_choice, seed... as the wire format names them
+        return request
+
+    def _stream_request(
+        self, messages: list[BaseMessage], stop: list[str] | None, **kwargs: Any
+    ) -> dict[str, Any]:
+        stream_usage = kwargs.pop("stream_usage", None)
+        request = self._request(messages, stop, **kwargs)
+        if self.stream_usage if stream_usage is None else stream_usage:
+            request["stream_options"] = {"include_usage": True}
+        return request
+
+    @staticmethod
+    def _chat_result(completion: ChatCompletion) -> ChatResult:
+        message = completion_to_message(completion)
+        generation = ChatGeneration(
+            message=message,
+            generation_info={"finish_reason": completion.choices[0].finish_reason},
+        )
+        return ChatResult(
+            generations=[generation],
+            llm_output={
+                "token_usage": completion.usage.model_dump(),
+                "model_name": completion.model,
+            },
+        )
+
+    # ------------------------------------------------------------------ calls
+
+    def _generate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        completion = self._get_backend().chat(self._request(messages, stop, **kwargs))
+        return self._chat_result(completion)
+
+    async def _agenerate(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> ChatResult:
+        completion = await self._get_backend().achat(self._request(messages, stop, **kwargs))
+        return self._chat_result(completion)
+
+    def _stream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: CallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> Iterator[ChatGenerationChunk]:
+        chunks = self._get_backend().stream_chat(self._stream_request(messages, stop, **kwargs))
+        try:
+            for chunk in chunks:
+                generation = chunk_to_generation(chunk)
+                if run_manager:
+                    run_manager.on_llm_new_token(generation.text, chunk=generation)
+                yield generation
+        finally:
+            close = getattr(chunks, "close", None)
+            if close is not None:
+                close()
+
+    async def _astream(
+        self,
+        messages: list[BaseMessage],
+        stop: list[str] | None = None,
+        run_manager: AsyncCallbackManagerForLLMRun | None = None,
+        **kwargs: Any,
+    ) -> AsyncIterator[ChatGenerationChunk]:
+        request = self._stream_request(messages, stop, **kwargs)
+        chunks = await self._get_backend().astream_chat(request)
+        try:
+            async for chunk in chunks:
+                generation = chunk_to_generation(chunk)
+                if run_manager:
+                    await run_manager.on_llm_new_token(generation.text, chunk=generation)
+                yield generation
+        finally:
+            aclose = getattr(chunks, "aclose", None)
+            if aclose is not None:
+                await aclose()
+
+    # ------------------------------------------------------------------ tools
+
+    def bind_tools(
+        self,
+        tools: Sequence[ToolLike],
+        *,
+        tool_choice: ToolChoiceLike = None,
+        strict: bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, AIMessage]:
+        """Bind tools (LangChain tools, pydantic models, functions or OpenAI tool dicts).
+
+        Args:
+            tools: converted with ``convert_to_openai_tool``.
+            tool_choice: ``auto``, ``none``, ``any``/``required`` (some call), a tool name
+                (that call), or ``True`` with a single tool (see ``tool_choice_to_wire``).
+            strict: passed to ``convert_to_openai_tool``.
+        """
+        formatted = [convert_to_openai_tool(t, strict=strict) for t in tools]
+        wire_choice = tool_choice_to_wire(tool_choice, [t["function"]["name"] for t in formatted])
+        if wire_choice is not None:
+            kwargs["tool_choice"] = wire_choice
+        return super().bind(tools=formatted, **kwargs)
+
+    def with_structured_output(
+        self,
+        schema: dict[str, Any] | type,
+        *,
+        method: Literal["function_calling", "json_schema", "json_mode"] = "function_calling",
+        include_raw: bool = False,
+        strict: bool | None = None,
+        **kwargs: Any,
+    ) -> Runnable[LanguageModelInput, dict[str, Any] | BaseModel]:
+        """A runnable returning ``schema`` instances (pydantic) or dicts (JSON schema,
+        TypedDict).
+
+        Methods: ``function_calling`` (default) forces a call of a tool made from the
+        schema; ``json_schema`` does the same, as the service has no ``response_format``;
+        ``json_mode`` parses JSON from the reply text, which the service does not enforce:
+        the prompt must ask for JSON. With ``include_raw`` the result is
+        ``{"raw": AIMessage, "parsed": ..., "parsing_error": ...}``.
+        """
+        if kwargs:
+            raise ValueError(f"unsupported arguments: {', '.join(kwargs)}")
+        is_pydantic = isinstance(schema, type) and is_basemodel_subclass(schema)
+        trace_format = {"kwargs": {"method": method, "strict": strict}, "schema": schema}
+        parser: Runnable[Any, Any]
+        if method in ("function_calling", "json_schema"):
+            tool_name = convert_to_openai_tool(schema)["function"]["name"]
+            llm = self.bind_tools(
+                [schema],
+                tool_choice=tool_name,
+                strict=strict,
+                ls_structured_output_format=trace_format,
+            )
+            if is_pydantic:
+                parser = PydanticToolsParser(tools=[schema], first_tool_only=True)  # type: ignore[list-item]
+            else:
+                parser = JsonOutputKeyToolsParser(key_name=tool_name, first_tool_only=True)
+        elif method == "json_mode":
+            llm = self.bind(
+                ls_structured_output_format={"kwargs": {"method": method}, "schema": schema}
+            )
+            parser = (
+                PydanticOutputParser(pydantic_object=schema) if is_pydantic else JsonOutputParser()
+            )  # type: ignore[arg-type]
+        else:
+            raise ValueError(
+                f"unknown method {method!r}; use function_calling, json_schema or json_mode"
+            )
+        if not include_raw:
+            return llm | parser
+        parsed = RunnablePassthrough.assign(
+            parsed=itemgetter("raw") | parser, parsing_error=lambda _: None
+        )
+        unparsed = RunnablePassthrough.assign(parsed=lambda _: None)
+        return RunnableMap(raw=llm) | parsed.with_fallbacks(
+            [unparsed], exception_key="parsing_error"
+        )
+
+    # ------------------------------------------------------------------ token counting
+
+    def _local_tokenizer(self) -> Any | None:
+        """The chat model's own tokenizer when it runs in this process (loads the model)."""
+        from backend.inprocess import InProcessBackend
+
+        service = self._get_backend()
+        if isinstance(service, InProcessBackend):
+            return service._chat.get().tokenizer  # noqa: SLF001 - no public accessor yet
+        return None
+
+    def get_token_ids(self, text: str) -> list[int]:
+        """Token ids from the model's own tokenizer (in-process) or ``custom_get_token_ids``.
+
+        Raises:
+            NotImplementedError: over HTTP without ``custom_get_token_ids``: the tokenizer is
+                in the server, and LangChain's GPT-2 fallback would need a download.
+        """
+        tokenizer = self._local_tokenizer()
+        if tokenizer is not None:
+            return list(tokenizer.encode(text, add_special_tokens=False))
+        if self.custom_get_token_ids is not None:
+            return self.custom_get_token_ids(text)
+        raise NotImplementedError(
+            "token ids need the chat model's tokenizer, which runs in the server; pass "
+            "custom_get_token_ids, or use get_num_tokens for an estimate"
+        )
+
+    def get_num_tokens(self, text: str) -> int:
+        """Exact with the in-process tokenizer or ``custom_get_token_ids``; else an offline
+        estimate (``estimate_token_count``), never a tokenizer download."""
+        if self.custom_get_token_ids is not None or self._local_tokenizer() is not None:
+            return len(self.get_token_ids(text))
+        return estimate_token_count(text)
+
+    def get_num_tokens_from_messages(
+        self, messages: list[BaseMessage], tools: Sequence[Any] | None = None
+    ) -> int:
+        """Prompt tokens of ``messages`` (and ``tools``).
+
+        In-process this renders the prompt exactly as the service does, so it equals the
+        ``input_tokens`` a call reports; over HTTP it is LangChain's per-message sum of
+        ``get_num_tokens``.
+        """
+        tokenizer = self._local_tokenizer()
+        if tokenizer is None:
+            return super().get_num_tokens_from_messages(messages, tools)
+        from backend.chat_prompt import render_prompt
+        from backend.schemas import ChatCompletionRequest
+        from backend.validation import parse_request
+
+        request = parse_request(
+            ChatCompletionRequest,
+            {
+                "model": self.model,
+                "messages": messages_to_wire(messages),
+                "tools": [convert_to_openai_tool(t) for t in tools] if tools else None,
+            },
+        )
+        return len(render_prompt(tokenizer, request.messages, request.tools).ids)

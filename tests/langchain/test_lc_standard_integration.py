@@ -1,0 +1,148 @@
+"""LangChain's standard integration suites on the real small-profile models, in-process (the
+shared session backend) and through a real HTTP server on a loopback port.
+
+Generation is kept short so the suites stay fast on a CPU: temperature 0, 8 new tokens where
+any text will do, more where a whole tool call or JSON object must fit. xfails name a
+limitation of the local 0.5B chat model, never an adapter bug.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langchain_core.language_models import BaseChatModel
+from langchain_tests.integration_tests import (
+    ChatModelIntegrationTests,
+    EmbeddingsIntegrationTests,
+    ToolsIntegrationTests,
+)
+
+from langchain_core_ext import ChatCore, CoreEmbeddings, CoreGroundednessCheck
+
+pytestmark = pytest.mark.model
+
+CHAT_PARAMS = {"model": "core-1-mini-chat", "temperature": 0}
+# New-token budgets by what a test needs to see whole (the first matching name wins).
+_TOKEN_BUDGETS = (
+    (("structured_output", "unicode", "json_mode"), 48),  # a whole JSON object
+    (("tool_calling", "tool_choice", "bind_runnables", "agent_loop", "few_shot"), 32),  # a call
+)
+SHORT_REPLY_TOKENS = 8  # any non-empty text will do
+
+
+class _InProcess:
+    """Runs a suite on the session's small-profile backend (models loaded once)."""
+
+    @pytest.fixture(autouse=True)
+    def _service(self, small_backend: Any) -> None:
+        self.connection: dict[str, Any] = {"backend": small_backend}
+
+
+class _OverHTTP:
+    """Runs a suite against the server fixture, configured through the environment."""
+
+    @pytest.fixture(autouse=True)
+    def _service(self, core_env_for_http: str) -> None:
+        self.connection = {}  # CORE_BASE_URL and CORE_API_KEY are set
+
+
+class _ChatSuite(ChatModelIntegrationTests):
+    connection: dict[str, Any]
+    max_tokens: int
+
+    @pytest.fixture(autouse=True)
+    def _token_budget(self, request: pytest.FixtureRequest) -> None:
+        name = request.node.name
+        self.max_tokens = next(
+            (budget for words, budget in _TOKEN_BUDGETS if any(w in name for w in words)),
+            SHORT_REPLY_TOKENS,
+        )
+
+    @property
+    def chat_model_class(self) -> type[BaseChatModel]:
+        return ChatCore
+
+    @property
+    def chat_model_params(self) -> dict[str, Any]:
+        return {**CHAT_PARAMS, "max_tokens": self.max_tokens, **self.connection}
+
+    @property
+    def model_override_value(self) -> str:
+        return "core-1-mini-chat-ja"
+
+    @pytest.mark.xfail(
+        reason="the 0.5B model, made to call some tool (tool_choice='any') on a bare "
+        "'Hello!', invents a tool name ('hello') instead of choosing a bound tool"
+    )
+    def test_tool_choice(self, model: BaseChatModel) -> None:
+        super().test_tool_choice(model)
+
+    @pytest.mark.xfail(
+        reason="the 0.5B model copies a no-argument tool's parameter schema "
+        "({'type': 'object', 'properties': {}}) into the call's arguments"
+    )
+    def test_tool_calling_with_no_arguments(self, model: BaseChatModel) -> None:
+        super().test_tool_calling_with_no_arguments(model)
+
+    @pytest.mark.xfail(
+        reason="the 0.5B model cannot fill a forced call whose schema has an optional "
+        "(string-or-null) field: it writes '1}' as the arguments"
+    )
+    def test_structured_output_optional_param(self, model: BaseChatModel) -> None:
+        super().test_structured_output_optional_param(model)
+
+
+class TestChatCoreInProcess(_InProcess, _ChatSuite):
+    pass
+
+
+class TestChatCoreOverHTTP(_OverHTTP, _ChatSuite):
+    pass
+
+
+class _EmbeddingsSuite(EmbeddingsIntegrationTests):
+    connection: dict[str, Any]
+
+    @property
+    def embeddings_class(self) -> type[CoreEmbeddings]:
+        return CoreEmbeddings
+
+    @property
+    def embedding_model_params(self) -> dict[str, Any]:
+        return dict(self.connection)
+
+
+class TestCoreEmbeddingsInProcess(_InProcess, _EmbeddingsSuite):
+    pass
+
+
+class TestCoreEmbeddingsOverHTTP(_OverHTTP, _EmbeddingsSuite):
+    pass
+
+
+class _ToolsSuite(ToolsIntegrationTests):
+    connection: dict[str, Any]
+
+    @property
+    def tool_constructor(self) -> type[CoreGroundednessCheck]:
+        return CoreGroundednessCheck
+
+    @property
+    def tool_constructor_params(self) -> dict[str, Any]:
+        return dict(self.connection)
+
+    @property
+    def tool_invoke_params_example(self) -> dict[str, Any]:
+        return {
+            "context": "The Eiffel Tower is in Paris.",
+            "answer": "The Eiffel Tower is in Paris.",
+        }
+
+
+class TestCoreGroundednessCheckInProcess(_InProcess, _ToolsSuite):
+    pass
+
+
+class TestCoreGroundednessCheckOverHTTP(_OverHTTP, _ToolsSuite):
+    pass
