@@ -11,17 +11,18 @@ HOST ?= 127.0.0.1
 PORT ?= 8000
 KEY_FILE ?= .core-api-keys
 PYTEST_ARGS ?=
+comma := ,
+STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 
 .PHONY: install install-default-model test serve lint clean
 
-$(VENV)/.installed-$(subst $(comma),-,$(EXTRAS)): pyproject.toml constraints.txt
+$(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
 	$(PIP) install --quiet -c constraints.txt -e ".[$(EXTRAS)]"
 	touch $@
 
-comma := ,
-install: $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+install: $(STAMP)
 
 # The default chat model (1.1 GB); the small profile does not need it.
 $(VENV)/.installed-models-default: constraints.txt | install
