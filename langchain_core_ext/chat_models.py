@@ -52,8 +52,10 @@ def tool_choice_to_wire(
     """LangChain's ``tool_choice`` values as the service's (spec 4.1).
 
     ``"auto"`` and ``"none"`` pass through; ``"any"`` and ``"required"`` force some call
-    (``"required"``); a tool's name forces that function; ``True`` forces the only tool;
-    ``False`` and ``None`` leave the choice to the service. A dict must already be the wire
+    (``"required"``, or the function itself when only one tool is bound: the same demand,
+    and the service then writes the name for the model, which small models need); a tool's
+    name forces that function; ``True`` forces the only tool; ``False`` and ``None`` leave
+    the choice to the service. A dict must already be the wire
     shape ``{"type": "function", "function": {"name": ...}}``.
 
     Raises:
@@ -79,7 +81,7 @@ def tool_choice_to_wire(
     if tool_choice in ("auto", "none"):
         return tool_choice
     if tool_choice in ("any", "required"):
-        return "required"
+        return _forced(tool_names[0]) if len(tool_names) == 1 else "required"
     return _forced(_known(tool_choice, tool_names))
 
 

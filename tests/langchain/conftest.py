@@ -16,7 +16,7 @@ import uvicorn
 
 from backend.inprocess import InProcessBackend
 from backend.interface import Backend
-from tests.langchain.lc_doubles import RecordingBackend, scripted_inprocess
+from tests.langchain.lc_doubles import TEST_API_KEY, RecordingBackend, scripted_inprocess
 
 
 @pytest.fixture
@@ -30,8 +30,6 @@ def scripted() -> Callable[[str], RecordingBackend]:
 
 
 # ---------------------------------------------------------------- a real server (HTTP tests)
-
-TEST_API_KEY = "lc-test-key"
 
 
 def _free_port() -> int:

@@ -13,6 +13,9 @@ from backend.interface import Backend, ChatRequestLike, EmbeddingRequestLike
 from backend.schemas import ChatCompletion, ChatCompletionChunk, EmbeddingList
 from tests.fakes import CharCountEmbeddingEngine, ScriptedChatEngine
 
+#: The key the test servers accept.
+TEST_API_KEY = "lc-test-key"
+
 
 class RecordingBackend(Backend):
     """Delegates to another backend and keeps every request it was given."""

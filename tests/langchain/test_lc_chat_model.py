@@ -149,8 +149,8 @@ def test_usage_only_on_the_last_chunk_and_can_be_turned_off(scripted):
     [
         ("auto", "auto"),
         ("none", "none"),
-        ("any", "required"),
-        ("required", "required"),
+        ("any", {"type": "function", "function": {"name": "add"}}),  # the only tool
+        ("required", {"type": "function", "function": {"name": "add"}}),
         ("add", {"type": "function", "function": {"name": "add"}}),
         (True, {"type": "function", "function": {"name": "add"}}),
         (None, None),
@@ -163,6 +163,11 @@ def test_usage_only_on_the_last_chunk_and_can_be_turned_off(scripted):
 )
 def test_tool_choice_to_wire(choice, expected):
     assert tool_choice_to_wire(choice, ["add"]) == expected
+
+
+@pytest.mark.parametrize("choice", ["any", "required"])
+def test_some_call_among_several_tools_is_required(choice):
+    assert tool_choice_to_wire(choice, ["add", "mul"]) == "required"
 
 
 @pytest.mark.parametrize(

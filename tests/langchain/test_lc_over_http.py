@@ -13,11 +13,10 @@ from backend.errors import AuthenticationError, BadRequestError
 from backend.http_client import HTTPBackend
 from langchain_core_ext import ChatCore, CoreEmbeddings, CoreGroundednessCheck
 from langchain_core_ext.chat_models import estimate_token_count
-from tests.langchain.conftest import TEST_API_KEY
-from tests.langchain.lc_doubles import scripted_inprocess
+from tests.langchain.lc_doubles import TEST_API_KEY, scripted_inprocess
 
-# With tool_choice "required" the prompt already opens the call: the model writes the rest.
-ADD_CALL_REST = 'add", "arguments": {"a": 1, "b": 2}}\n</tool_call>'
+# A forced call's opening is already in the prompt: the model writes the arguments on.
+ADD_ARGUMENTS = '{"a": 1, "b": 2}}\n</tool_call>'
 
 
 @tool
@@ -71,7 +70,7 @@ async def test_text_and_usage(server, how):
 
 
 async def test_streamed_tool_call(server):
-    service = server(ADD_CALL_REST)
+    service = server(ADD_ARGUMENTS)
     llm = ChatCore().bind_tools([add], tool_choice="any")
     chunks = [chunk async for chunk in llm.astream("1+2?")]
     pieces = [piece for chunk in chunks for piece in chunk.tool_call_chunks]
@@ -80,7 +79,7 @@ async def test_streamed_tool_call(server):
     for chunk in chunks[1:]:
         full += chunk
     assert full.tool_calls[0]["name"] == "add" and full.tool_calls[0]["args"] == {"a": 1, "b": 2}
-    assert service.requests[-1]["tool_choice"] == "required"
+    assert service.requests[-1]["tool_choice"] == {"type": "function", "function": {"name": "add"}}
     assert service.requests[-1]["stream_options"] == {"include_usage": True}
 
 
