@@ -18,49 +18,18 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from backend.engines.base import ChatEngine, SamplingParams
+from backend.engines.torch_placement import default_device, resolve_dtype
 
 logger = logging.getLogger(__name__)
 
-_DTYPES = {
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-    "float32": torch.float32,
-    "fp32": torch.float32,
-}
 
 
-def _default_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _cpu_has_native_bf16() -> bool:
-    """Whether this CPU computes in bf16 natively (AVX512-BF16 or AMX); private torch probes."""
-    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
 
 
-def _default_dtype(device: str) -> torch.dtype:
-    """bf16 where the hardware computes in it, else float32.
-
-    bf16 halves memory and, on a CPU with AVX512-BF16 or AMX, nearly doubles decode speed; on an
-    AVX2-only CPU torch emulates it and a bf16 matmul runs several times slower than float32.
-    """
-    if device.startswith("cuda"):
-        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if _cpu_has_native_bf16() else torch.float32
 
 
-def _torch_dtype(name: str | None, device: str) -> torch.dtype:
-    if name is None or name.lower() == "auto":
-        return _default_dtype(device)
-    try:
-        return _DTYPES[name.lower()]
-    except KeyError:
-        raise ValueError(
-            f"unknown dtype {name!r}; use one of: auto, bfloat16, float16, float32"
-        ) from None
 
 
 def _as_ids(value: int | Sequence[int] | None) -> set[int]:
@@ -77,8 +46,8 @@ class TransformersChatEngine(ChatEngine):
     def __init__(
         self, model_path: str, device: str | None = None, dtype: str | None = None
     ) -> None:
-        self.device = device or _default_device()
-        torch_dtype = _torch_dtype(dtype, self.device)
+        self.device = device or default_device()
+        torch_dtype = resolve_dtype(dtype, self.device, bf16_on_native_cpu=True)
         local_only = Path(model_path).is_dir()
         self.tokenizer = AutoTokenizer.from_pretrained(model_path, local_files_only=local_only)
         self.model = AutoModelForCausalLM.from_pretrained(

@@ -23,17 +23,10 @@ import torch
 from transformers import AutoModel, AutoTokenizer
 
 from backend.engines.base import EmbeddingEngine
+from backend.engines.torch_placement import default_device, resolve_dtype
 
 logger = logging.getLogger(__name__)
 
-_DTYPES = {
-    "bfloat16": torch.bfloat16,
-    "bf16": torch.bfloat16,
-    "float16": torch.float16,
-    "fp16": torch.float16,
-    "float32": torch.float32,
-    "fp32": torch.float32,
-}
 #: Padded tokens per forward pass. On CPU larger batches stop paying off early (and attention
 #: memory grows with it); a GPU wants many more tokens in flight.
 _CPU_TOKEN_BUDGET = 8192
@@ -46,27 +39,8 @@ _GPU_MAX_PADDING = 0.3
 _UNSET_LENGTH = 10**9
 
 
-def _default_device() -> str:
-    return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def _torch_dtype(name: str | None, device: str) -> torch.dtype:
-    """float32 on CPU, half precision on a GPU, unless named.
-
-    On CPUs without native bf16 (like the 2-core AMD test machine) bf16 encoders run several
-    times slower than float32, so float32 stays the CPU default. On a GPU, bf16 where supported
-    (float16's range is too narrow for some encoders), else float16.
-    """
-    if name is not None:
-        try:
-            return _DTYPES[name.lower()]
-        except KeyError:
-            raise ValueError(
-                f"unknown dtype {name!r}; use one of: bfloat16, float16, float32"
-            ) from None
-    if not device.startswith("cuda"):
-        return torch.float32
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
 
 
 class TransformersEmbeddingEngine(EmbeddingEngine):
@@ -75,8 +49,8 @@ class TransformersEmbeddingEngine(EmbeddingEngine):
     def __init__(
         self, model_path: str, device: str | None = None, dtype: str | None = None
     ) -> None:
-        self.device = device or _default_device()
-        torch_dtype = _torch_dtype(dtype, self.device)
+        self.device = device or default_device()
+        torch_dtype = resolve_dtype(dtype, self.device, bf16_on_native_cpu=False)
         local_only = Path(model_path).is_dir()
         self.tokenizer = AutoTokenizer.from_pretrained(model_path, local_files_only=local_only)
         self.model = AutoModel.from_pretrained(

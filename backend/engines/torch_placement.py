@@ -1,0 +1,43 @@
+"""Where a torch model runs and in which precision: shared by the transformers engines."""
+
+from __future__ import annotations
+
+import torch
+
+_DTYPES = {
+    "bfloat16": torch.bfloat16,
+    "bf16": torch.bfloat16,
+    "float16": torch.float16,
+    "fp16": torch.float16,
+    "float32": torch.float32,
+    "fp32": torch.float32,
+}
+
+
+def default_device() -> str:
+    return "cuda" if torch.cuda.is_available() else "cpu"
+
+
+def cpu_has_native_bf16() -> bool:
+    """Whether this CPU computes in bf16 natively (AVX512-BF16 or AMX); private torch probes."""
+    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
+
+
+def resolve_dtype(name: str | None, device: str, *, bf16_on_native_cpu: bool) -> torch.dtype:
+    """The named precision, or the default for the device.
+
+    On a GPU: bf16 where supported, else float16. On a CPU: float32, or bf16 when
+    ``bf16_on_native_cpu`` and the CPU computes in bf16 natively; on an AVX2-only CPU torch
+    emulates bf16 and a bf16 matmul runs several times slower than float32.
+    """
+    if name is not None and name.lower() != "auto":
+        try:
+            return _DTYPES[name.lower()]
+        except KeyError:
+            raise ValueError(
+                f"unknown dtype {name!r}; use one of: auto, bfloat16, float16, float32"
+            ) from None
+    if device.startswith("cuda"):
+        return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
+    return torch.bfloat16 if bf16_on_native_cpu and cpu_has_native_bf16() else torch.float32
