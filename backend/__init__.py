@@ -62,7 +62,9 @@ def connect(base_url: str | None = None, api_key: str | None = None, **options: 
     if base_url:
         from backend.http_client import HTTPBackend
 
-        return HTTPBackend(base_url=base_url, api_key=api_key or os.environ.get(API_KEY_ENV), **options)
+        return HTTPBackend(
+            base_url=base_url, api_key=api_key or os.environ.get(API_KEY_ENV), **options
+        )
     from backend.inprocess import InProcessBackend
 
     return InProcessBackend(**options)

@@ -34,7 +34,10 @@ def _template_message(message: ChatMessage) -> dict[str, Any]:
             {
                 "id": call.id,
                 "type": "function",
-                "function": {"name": call.function.name, "arguments": _arguments(call.function.arguments)},
+                "function": {
+                    "name": call.function.name,
+                    "arguments": _arguments(call.function.arguments),
+                },
             }
             for call in message.tool_calls
         ]
@@ -64,7 +67,8 @@ def _with_tool_results_as_user_turn(messages: Sequence[ChatMessage]) -> list[dic
         lines.append(f"- {name} returned: {message.content or ''}")
     results = {
         "role": "user",
-        "content": "Results of the tool calls:\n" + "\n".join(lines)
+        "content": "Results of the tool calls:\n"
+        + "\n".join(lines)
         + "\nAnswer my question using these results.",
     }
     head = messages[: start - 1] if caller else messages[:start]

@@ -74,7 +74,9 @@ def _tool_call_deltas(calls: list[ToolCall]) -> Iterator[Delta]:
         )
         yield Delta(
             tool_calls=[
-                ToolCallDelta(index=index, function=FunctionCallDelta(arguments=call.function.arguments))
+                ToolCallDelta(
+                    index=index, function=FunctionCallDelta(arguments=call.function.arguments)
+                )
             ]
         )
 

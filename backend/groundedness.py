@@ -69,7 +69,9 @@ class GroundednessJudge:
         self._chunk_tokens = chunk_tokens
         self._overlap = chunk_tokens // 10
         self._yes = _first_token_ids(engine.tokenizer, YES_SPELLINGS)
-        self._no = [t for t in _first_token_ids(engine.tokenizer, NO_SPELLINGS) if t not in self._yes]
+        self._no = [
+            t for t in _first_token_ids(engine.tokenizer, NO_SPELLINGS) if t not in self._yes
+        ]
 
     def _prompt_ids(self, context: str, response: str) -> list[int]:
         conversation = [

@@ -50,8 +50,13 @@ _RETRY_STATUSES = frozenset({408, 409, 429})
 #: Status for an ``{"error": ...}`` event inside a stream, which carries no status of its own.
 _STATUS_BY_ERROR_TYPE = {
     cls.error_type: cls.status_code
-    for cls in (InternalServerError, ServiceUnavailableError, RateLimitError,
-                AuthenticationError, BadRequestError)
+    for cls in (
+        InternalServerError,
+        ServiceUnavailableError,
+        RateLimitError,
+        AuthenticationError,
+        BadRequestError,
+    )
 } | {"timeout_error": 504}
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -120,9 +125,7 @@ def _status_error(response: httpx.Response) -> APIStatusError:
         body: Any = response.json()
     except ValueError:
         body = response.text
-    return error_for_status(
-        response.status_code, body, retry_after=_retry_after(response.headers)
-    )
+    return error_for_status(response.status_code, body, retry_after=_retry_after(response.headers))
 
 
 def _transport_error(exc: httpx.TransportError) -> APIConnectionError:

@@ -85,7 +85,9 @@ def catalogue_model_list() -> ModelList:
                 release_date=card.release_date.isoformat(),
                 context_length=card.context_length,
                 version=card.version,
-                deprecation_date=card.deprecation_date.isoformat() if card.deprecation_date else None,
+                deprecation_date=card.deprecation_date.isoformat()
+                if card.deprecation_date
+                else None,
                 replaced_by=card.replaced_by,
             )
             for card in CATALOGUE

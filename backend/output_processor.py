@@ -159,8 +159,10 @@ class OutputProcessor:
             if may_become_tool_call(self._prefill + self._text):
                 return []
             self._holding_for_tools = False
-        end = len(self._text) if self.stopped else len(self._text) - _held_stop_prefix(
-            self._text, self._stops
+        end = (
+            len(self._text)
+            if self.stopped
+            else len(self._text) - _held_stop_prefix(self._text, self._stops)
         )
         if end <= self._emitted:
             return []

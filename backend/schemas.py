@@ -128,7 +128,8 @@ class ChatCompletionRequest(_Request):
         default=None, description="Upper limit on generated tokens; unset means up to the context."
     )
     max_completion_tokens: int | None = Field(
-        default=None, description="OpenAI's newer name for max_tokens; used when max_tokens is unset."
+        default=None,
+        description="OpenAI's newer name for max_tokens; used when max_tokens is unset.",
     )
     stream: bool = False
     stream_options: StreamOptions | None = None
@@ -347,4 +348,3 @@ class ModelObject(_Response):
 class ModelList(_Response):
     object: Literal["list"] = "list"
     data: list[ModelObject]
-

@@ -18,7 +18,9 @@ T = TypeVar("T")
 _DONE = object()
 
 
-async def iterate_in_thread(make_iterator: Callable[[], Iterator[T]], stop: threading.Event) -> AsyncIterator[T]:
+async def iterate_in_thread(
+    make_iterator: Callable[[], Iterator[T]], stop: threading.Event
+) -> AsyncIterator[T]:
     """Drive ``make_iterator()`` in a worker thread and yield its items here.
 
     ``stop`` is set when the consumer stops early, so the iterator (which should poll it)

@@ -7,7 +7,7 @@ import pytest
 
 from backend.inprocess import InProcessBackend
 from backend.output_processor import Finished, OutputProcessor, TextDelta, ToolCallsFound
-from tests.fakes import EOS, CharTokenizer, CharCountEmbeddingEngine, ScriptedChatEngine
+from tests.fakes import EOS, CharCountEmbeddingEngine, CharTokenizer, ScriptedChatEngine
 
 WEATHER_TOOL = {
     "type": "function",

@@ -89,5 +89,5 @@ class EmbeddingEngine(abc.ABC):
         """Mean-pooled, not yet normalised hidden states, one row per window.
 
         Each window holds at most ``max_window_tokens - 2`` content ids; the engine adds the
-        model's begin and end tokens itself. Returns float32 of shape ``(len(windows), dimensions)``.
+        model's begin and end tokens itself. Returns float32, shape ``(len(windows), dimensions)``.
         """

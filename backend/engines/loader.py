@@ -20,7 +20,9 @@ def load_chat_engine(config: EngineConfig) -> ChatEngine:
         resolve_chat_model(config.chat_model), device=config.device, dtype=config.chat_dtype
     )
     logger.info(
-        "chat model %s loaded on %s in %.1f s", config.chat_model, engine.device,
+        "chat model %s loaded on %s in %.1f s",
+        config.chat_model,
+        engine.device,
         time.perf_counter() - started,
     )
     return engine
@@ -37,7 +39,9 @@ def load_embedding_engine(config: EngineConfig) -> EmbeddingEngine:
         dtype=config.embedding_dtype,
     )
     logger.info(
-        "embedding model %s loaded on %s in %.1f s", config.embedding_model, engine.device,
+        "embedding model %s loaded on %s in %.1f s",
+        config.embedding_model,
+        engine.device,
         time.perf_counter() - started,
     )
     return engine

@@ -23,15 +23,6 @@ from backend.engines.torch_placement import default_device, resolve_dtype
 logger = logging.getLogger(__name__)
 
 
-
-
-
-
-
-
-
-
-
 def _as_ids(value: int | Sequence[int] | None) -> set[int]:
     if value is None:
         return set()
@@ -65,7 +56,11 @@ class TransformersChatEngine(ChatEngine):
         self.eos_token_ids = frozenset(eos)
         logger.info(
             "chat model %s: %s on %s, context %d, eos ids %s",
-            model_path, torch_dtype, self.device, self.context_length, sorted(eos),
+            model_path,
+            torch_dtype,
+            self.device,
+            self.context_length,
+            sorted(eos),
         )
 
     def _prompt_tensor(self, prompt_ids: Sequence[int]) -> torch.Tensor:
@@ -79,7 +74,9 @@ class TransformersChatEngine(ChatEngine):
         # caller may resume the generator on another thread.
         with torch.inference_mode():
             output = self.model(
-                input_ids=input_ids, past_key_values=cache, use_cache=cache is not None,
+                input_ids=input_ids,
+                past_key_values=cache,
+                use_cache=cache is not None,
                 logits_to_keep=1,
             )
             return output.logits[0, -1].float()

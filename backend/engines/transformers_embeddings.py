@@ -39,10 +39,6 @@ _GPU_MAX_PADDING = 0.3
 _UNSET_LENGTH = 10**9
 
 
-
-
-
-
 class TransformersEmbeddingEngine(EmbeddingEngine):
     """Runs ``AutoModel`` (an encoder) from a local folder or a Hugging Face model id."""
 
@@ -68,7 +64,11 @@ class TransformersEmbeddingEngine(EmbeddingEngine):
         self._max_padding = _GPU_MAX_PADDING if on_gpu else _CPU_MAX_PADDING
         logger.info(
             "embedding model %s: %s on %s, %d dimensions, windows of %d tokens",
-            model_path, torch_dtype, self.device, self.dimensions, self.max_window_tokens,
+            model_path,
+            torch_dtype,
+            self.device,
+            self.dimensions,
+            self.max_window_tokens,
         )
 
     def _window_limit(self, config) -> int:

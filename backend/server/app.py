@@ -53,9 +53,7 @@ async def drain(context: ServerContext) -> bool:
     deadline = loop.time() + context.settings.shutdown_drain_timeout
     while context.limiter.active or context.limiter.queued:
         if loop.time() >= deadline:
-            logger.warning(
-                "drain timeout: %d model requests still running", context.limiter.active
-            )
+            logger.warning("drain timeout: %d model requests still running", context.limiter.active)
             return False
         await asyncio.sleep(_DRAIN_POLL_SECONDS)
     return True

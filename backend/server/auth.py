@@ -27,8 +27,9 @@ PROTECTED_SEGMENT = "v1"
 _MAX_DECODE_ROUNDS = 5
 
 
-def load_api_keys(key_file: str | os.PathLike[str] | None = None,
-                  env: Mapping[str, str] | None = None) -> tuple[str, ...]:
+def load_api_keys(
+    key_file: str | os.PathLike[str] | None = None, env: Mapping[str, str] | None = None
+) -> tuple[str, ...]:
     """Accepted keys from ``CORE_API_KEYS`` and ``key_file``, in that order, without repeats.
 
     Raises:
@@ -87,9 +88,7 @@ class BearerAuth:
         scheme, _, token = authorization.strip().partition(" ")
         token = token.strip()
         if scheme.lower() != "bearer" or not token or " " in token:
-            raise AuthenticationError(
-                "malformed Authorization header: expected 'Bearer <API_KEY>'"
-            )
+            raise AuthenticationError("malformed Authorization header: expected 'Bearer <API_KEY>'")
         presented = token.encode("utf-8")
         matched = False
         for key in self._keys:  # every key, no early exit: timing says nothing about which

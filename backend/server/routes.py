@@ -104,9 +104,7 @@ async def chat_completions(request: Request) -> Response:
         return Response(completion.model_dump_json(), media_type="application/json")
 
     # The usage chunk is always requested, to count tokens; it is dropped unless asked for.
-    counted = chat_request.model_copy(
-        update={"stream_options": StreamOptions(include_usage=True)}
-    )
+    counted = chat_request.model_copy(update={"stream_options": StreamOptions(include_usage=True)})
     # Validation errors raise here, before the response starts, as plain 4xx responses.
     chunks = await context.run_model(
         lambda: backend.astream_chat(counted), deadline, keep_place=True

@@ -47,7 +47,10 @@ class DrainingServer(uvicorn.Server):
 
 
 def build_server(
-    backend: Backend, settings: ServerSettings, host: str = "127.0.0.1", port: int = 8000,
+    backend: Backend,
+    settings: ServerSettings,
+    host: str = "127.0.0.1",
+    port: int = 8000,
     **uvicorn_options: object,
 ) -> DrainingServer:
     """The uvicorn server for ``backend``, not yet started (``.run()`` or ``.serve()``)."""

@@ -107,9 +107,7 @@ class EventStreamResponse(StreamingResponse):
     media_type = "text/event-stream"
 
     def __init__(self, events: AsyncIterator[bytes], on_close: Callable[[], Any]) -> None:
-        super().__init__(
-            events, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
-        )
+        super().__init__(events, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         self._events = events
         self._on_close = on_close
 

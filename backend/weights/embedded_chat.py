@@ -198,8 +198,10 @@ def _check_gguf_header(path: Path, model: EmbeddedChatModel) -> None:
         )
     name_field = reader.get_field("general.name")
     logger.info(
-        "%s: GGUF %r, %d tensors", model.name,
-        name_field.contents() if name_field is not None else "?", len(reader.tensors),
+        "%s: GGUF %r, %d tensors",
+        model.name,
+        name_field.contents() if name_field is not None else "?",
+        len(reader.tensors),
     )
 
 

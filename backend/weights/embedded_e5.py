@@ -228,8 +228,9 @@ def convert_e5(dest: Path, source: Path | None = None) -> None:
     _write_config(e5.header, e5.vocabulary, dest)
     _write_weights(e5, dest)
     _write_tokenizer(e5.vocabulary, dest)
-    logger.info("%s: converted into %s in %.1f s", EMBEDDED_E5_NAME, dest,
-                time.perf_counter() - started)
+    logger.info(
+        "%s: converted into %s in %.1f s", EMBEDDED_E5_NAME, dest, time.perf_counter() - started
+    )
 
 
 def _write_config(header: E5Header, vocabulary: E5Vocabulary, dest: Path) -> None:
@@ -268,12 +269,8 @@ def _write_weights(e5: E5File, dest: Path) -> None:
     h, ff = e5.header.hidden, e5.header.intermediate
     tensors = {
         "embeddings.word_embeddings.weight": e5.tensor("emb.word", (e5.header.vocab, h)),
-        "embeddings.position_embeddings.weight": e5.tensor(
-            "emb.pos", (e5.header.max_positions, h)
-        ),
-        "embeddings.token_type_embeddings.weight": e5.tensor(
-            "emb.type", (e5.header.type_vocab, h)
-        ),
+        "embeddings.position_embeddings.weight": e5.tensor("emb.pos", (e5.header.max_positions, h)),
+        "embeddings.token_type_embeddings.weight": e5.tensor("emb.type", (e5.header.type_vocab, h)),
         "embeddings.LayerNorm.weight": e5.tensor("emb.ln.w", (h,)),
         "embeddings.LayerNorm.bias": e5.tensor("emb.ln.b", (h,)),
     }
@@ -309,7 +306,8 @@ def _check_normalization_map(normalization: dict[int, str]) -> None:
     result leaks into its neighbour's, and no codepoint maps to NUL.
     """
     codepoints = [
-        cp for cp in range(1, 0x110000)
+        cp
+        for cp in range(1, 0x110000)
         if not 0xD800 <= cp < 0xE000 and chr(cp) not in (*_PLACEHOLDERS, _BLOCKER)
     ]
     joined = "\0".join(map(chr, codepoints))
@@ -342,16 +340,18 @@ def _normalizer():
     from tokenizers import Regex, normalizers
 
     kept = list(zip(_KEPT_BY_MAP, _PLACEHOLDERS, strict=True))
-    return normalizers.Sequence([
-        normalizers.Replace(Regex(_REMOVED), ""),
-        normalizers.Replace(Regex(_TO_SPACE), " "),
-        normalizers.Replace(Regex(f"(?={_interacting_class()})"), _BLOCKER),
-        *(normalizers.Replace(char, placeholder) for char, placeholder in kept),
-        normalizers.NFKC(),
-        *(normalizers.Replace(placeholder, char) for char, placeholder in kept),
-        normalizers.Replace(_BLOCKER, ""),
-        normalizers.Replace(Regex(" {2,}"), " "),
-    ])
+    return normalizers.Sequence(
+        [
+            normalizers.Replace(Regex(_REMOVED), ""),
+            normalizers.Replace(Regex(_TO_SPACE), " "),
+            normalizers.Replace(Regex(f"(?={_interacting_class()})"), _BLOCKER),
+            *(normalizers.Replace(char, placeholder) for char, placeholder in kept),
+            normalizers.NFKC(),
+            *(normalizers.Replace(placeholder, char) for char, placeholder in kept),
+            normalizers.Replace(_BLOCKER, ""),
+            normalizers.Replace(Regex(" {2,}"), " "),
+        ]
+    )
 
 
 @functools.cache
@@ -375,8 +375,10 @@ def _interacting_class() -> str:
             continue
         char = chr(codepoint)
         first = unicodedata.normalize("NFKD", char)[:1]
-        if codepoint in seconds or unicodedata.combining(char) or (
-            first and (unicodedata.combining(first) or ord(first) in seconds)
+        if (
+            codepoint in seconds
+            or unicodedata.combining(char)
+            or (first and (unicodedata.combining(first) or ord(first) in seconds))
         ):
             interacting.append(codepoint)
     return _regex_class(interacting)
@@ -407,19 +409,23 @@ def build_tokenizer(vocabulary: E5Vocabulary):
 
     _check_normalization_map(vocabulary.normalization)
     model = models.Unigram(
-        [(piece, float(score)) for piece, score in zip(vocabulary.pieces, vocabulary.scores,
-                                                       strict=True)],
+        [
+            (piece, float(score))
+            for piece, score in zip(vocabulary.pieces, vocabulary.scores, strict=True)
+        ],
         unk_id=vocabulary.unk_id,
         byte_fallback=False,
     )
     tokenizer = Tokenizer(model)
     tokenizer.normalizer = _normalizer()
-    tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True),
-        # e5.c gives every character outside the vocabulary's alphabet its own <unk>, where
-        # the Unigram model would fuse a run of them into one: isolate each beforehand.
-        pre_tokenizers.Split(Regex(_outside_alphabet(vocabulary.pieces)), behavior="isolated"),
-    ])
+    tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Metaspace(replacement="\u2581", prepend_scheme="always", split=True),
+            # e5.c gives every character outside the vocabulary's alphabet its own <unk>, where
+            # the Unigram model would fuse a run of them into one: isolate each beforehand.
+            pre_tokenizers.Split(Regex(_outside_alphabet(vocabulary.pieces)), behavior="isolated"),
+        ]
+    )
     tokenizer.decoder = decoders.Metaspace(
         replacement="\u2581", prepend_scheme="always", split=True
     )
@@ -469,8 +475,12 @@ def _write_tokenizer(vocabulary: E5Vocabulary, dest: Path) -> None:
         # them (about 1 s of every load).
         "added_tokens_decoder": {
             str(i): {
-                "content": pieces[i], "lstrip": False, "normalized": False,
-                "rstrip": False, "single_word": False, "special": True,
+                "content": pieces[i],
+                "lstrip": False,
+                "normalized": False,
+                "rstrip": False,
+                "single_word": False,
+                "special": True,
             }
             for i in special_ids
         },
