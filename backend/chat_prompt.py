@@ -91,7 +91,7 @@ def _prefill_for(tool_choice: ToolChoice | None) -> str:
     if tool_choice is None or isinstance(tool_choice, str):
         return f'{TOOL_CALL_OPEN}\n{{"name": "' if tool_choice == "required" else ""
     name = json.dumps(tool_choice.function.name)
-    return f'{TOOL_CALL_OPEN}\n{{"name": {name}, "arguments": '
+    return f'{TOOL_CALL_OPEN}\n{{"name": {name}, "arguments":'
 
 
 def render_prompt(

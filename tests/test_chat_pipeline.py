@@ -113,7 +113,7 @@ def test_forced_tool_choice_prefills_the_call_opening():
     forced = {"type": "function", "function": {"name": "get_weather"}}
     result = service.chat(_request(tools=[WEATHER_TOOL], tool_choice=forced))
     prompt = engine.tokenizer.decode(engine.prompts[-1])
-    assert prompt.endswith('<tool_call>\n{"name": "get_weather", "arguments": ')
+    assert prompt.endswith('<tool_call>\n{"name": "get_weather", "arguments":')
     [call] = result.choices[0].message.tool_calls
     assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Paris"}
 
