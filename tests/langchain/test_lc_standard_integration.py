@@ -87,13 +87,6 @@ class _ChatSuite(ChatModelIntegrationTests):
     def test_tool_calling_with_no_arguments(self, model: BaseChatModel) -> None:
         super().test_tool_calling_with_no_arguments(model)
 
-    @pytest.mark.xfail(
-        reason="the 0.5B model cannot fill a forced call whose schema has an optional "
-        "(string-or-null) field: it writes '1}' as the arguments"
-    )
-    def test_structured_output_optional_param(self, model: BaseChatModel) -> None:
-        super().test_structured_output_optional_param(model)
-
 
 class TestChatCoreInProcess(_InProcess, _ChatSuite):
     pass
