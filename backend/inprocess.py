@@ -291,3 +291,20 @@ def _encode(vector: np.ndarray, encoding_format: str) -> list[float] | str:
     if encoding_format == "base64":  # OpenAI's convention: little-endian float32 bytes
         return base64.b64encode(vector.astype("<f4").tobytes()).decode("ascii")
     return vector.astype(np.float32).tolist()
+
+
+_SHARED: dict[EngineConfig, InProcessBackend] = {}
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_inprocess_backend(config: EngineConfig | None = None) -> InProcessBackend:
+    """The one in-process backend for these engine settings in this process.
+
+    The LangChain and LlamaIndex components (chat, embeddings, groundedness) built with the
+    same settings use the same models instead of loading them again. Models load on first use.
+    """
+    config = config or EngineConfig.from_env()
+    with _SHARED_LOCK:
+        if config not in _SHARED:
+            _SHARED[config] = InProcessBackend(config)
+        return _SHARED[config]

@@ -8,7 +8,6 @@ adapter can be created (and serialised) without a server or model weights at han
 
 from __future__ import annotations
 
-import functools
 import threading
 from typing import Any
 
@@ -17,22 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, PrivateAttr, SecretStr
 
 import backend as core_backend
 from backend.config import EngineConfig
+from backend.inprocess import shared_inprocess_backend
 from backend.interface import Backend
 
 # Guards the first build of each adapter's backend; a constant, not shared state.
 _BUILD_LOCK = threading.Lock()
-
-
-@functools.cache
-def shared_inprocess_backend(config: EngineConfig) -> Backend:
-    """The one in-process backend for these engine settings in this process.
-
-    Several adapters (a chat model, embeddings, the groundedness tool) built with the same
-    settings use the same models instead of loading them again. Models load on first use.
-    """
-    from backend.inprocess import InProcessBackend
-
-    return InProcessBackend(config)
 
 
 class CoreConnection(BaseModel):

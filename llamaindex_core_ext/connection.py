@@ -9,9 +9,7 @@ the models once.
 
 from __future__ import annotations
 
-import functools
 import os
-import threading
 
 from pydantic import SecretStr
 
@@ -47,20 +45,9 @@ def open_backend(
     return shared_in_process_backend()
 
 
-_SHARED_LOCK = threading.Lock()
-
-
 def shared_in_process_backend() -> Backend:
-    """The in-process backend for the engine settings in the environment, made once."""
-    config = EngineConfig.from_env()
-    with _SHARED_LOCK:  # functools.cache alone may build two when two threads race
-        return _in_process_backend(config)
+    """The in-process backend for the engine settings in the environment, shared with the
+    LangChain components (``backend.inprocess.shared_inprocess_backend``)."""
+    from backend.inprocess import shared_inprocess_backend
 
-
-@functools.cache
-def _in_process_backend(config: EngineConfig) -> Backend:
-    # One per distinct configuration (profile, models, device...): loading the same models
-    # twice would double the memory and the start-up time. Models load on first use.
-    from backend.inprocess import InProcessBackend
-
-    return InProcessBackend(config)
+    return shared_inprocess_backend(EngineConfig.from_env())
