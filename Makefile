@@ -13,13 +13,17 @@ KEY_FILE ?= .core-api-keys
 PYTEST_ARGS ?=
 comma := ,
 STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
+# pip builds llama-cpp-python from source, tuned to this CPU, but without llama.cpp's AMX
+# kernels: on the AMX-capable virtual machines we run on, they crash the process.
+NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
+LLAMA_CPP_CMAKE_ARGS ?= -DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)'
 
-.PHONY: install install-default-model test serve lint clean
+.PHONY: install install-default-model test serve lint clean eval bench
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install --quiet --upgrade pip
-	$(PIP) install --quiet -c constraints.txt -e ".[$(EXTRAS)]"
+	CMAKE_ARGS="$(LLAMA_CPP_CMAKE_ARGS)" $(PIP) install --quiet -c constraints.txt -e ".[$(EXTRAS)]"
 	touch $@
 
 install: $(STAMP)
@@ -31,8 +35,27 @@ $(VENV)/.installed-models-default: constraints.txt | install
 
 install-default-model: $(VENV)/.installed-models-default
 
-test: install
+# The baselines of `make bench` (sentence-transformers).
+$(VENV)/.installed-bench: constraints.txt | install
+	$(PIP) install --quiet -c constraints.txt -e ".[bench]"
+	touch $@
+
+# Side-by-side speed figures (several minutes); writes benchmarks/results.json.
+BENCH_ARGS ?=
+bench: install install-default-model $(VENV)/.installed-bench
+	$(PY) -m benchmarks.run $(BENCH_ARGS)
+
+# The test suite, then the notebooks.
+test: install $(if $(filter small,$(CORE_MODEL_PROFILE)),,install-default-model)
 	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --nbmake notebooks $(NOTEBOOK_ARGS)
+
+# Executes every notebook in notebooks/ with nbmake on the models of CORE_MODEL_PROFILE; each
+# must finish within the budget in its metadata. NOTEBOOK_ARGS=--overwrite saves the outputs.
+.PHONY: notebooks
+NOTEBOOK_ARGS ?=
+notebooks: install $(if $(filter small,$(CORE_MODEL_PROFILE)),,install-default-model)
+	$(PY) -m pytest --nbmake notebooks $(NOTEBOOK_ARGS)
 
 # Serves on $(HOST):$(PORT). Keys come from CORE_API_KEYS, else from $(KEY_FILE), which is
 # created with a fresh random key on first use and printed.
@@ -44,6 +67,13 @@ serve: install $(if $(filter small,$(CORE_MODEL_PROFILE)),,install-default-model
 		else echo "API keys: from CORE_API_KEYS"; fi
 	$(VENV)/bin/core-textmodels serve --host $(HOST) --port $(PORT) \
 		$(if $(CORE_API_KEYS),,--api-key-file $(KEY_FILE))
+
+# Quality report (benchmarks/eval): groundedness, tool calls and retrieval, one table and one
+# benchmarks/eval/results-<profile>.json per profile. PROFILE=default or PROFILE=small for one.
+PROFILE ?= default small
+eval: install $(if $(filter default,$(PROFILE)),install-default-model)
+	for profile in $(PROFILE); do \
+		$(PY) -m benchmarks.eval.run_eval --profile $$profile || exit 1; done
 
 lint: install
 	$(VENV)/bin/ruff check .

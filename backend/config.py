@@ -10,6 +10,15 @@ Environment variables (arguments to ``connect`` / ``EngineConfig.from_env`` win)
 * ``CORE_QUERY_PREFIX`` / ``CORE_PASSAGE_PREFIX``: prefixes for the query and passage models
   (default ``query: `` / ``passage: ``, as e5 expects).
 * ``CORE_DEVICE``: ``cpu``, ``cuda``, ``cuda:1``...; default: the GPU when there is one.
+* ``CORE_CHAT_ENGINE``: ``auto`` (default), ``llama.cpp`` or ``transformers``. ``auto`` runs the
+  embedded GGUF models (and any ``.gguf`` file) with llama.cpp on a CPU, when llama-cpp-python
+  is installed, and everything else (Hugging Face models, GPUs) with transformers.
+* ``CORE_CHAT_THREADS``: CPU threads of the llama.cpp engine (default: all cores).
+* ``CORE_CHAT_PARALLEL``: chat requests the llama.cpp engine decodes together (default 8).
+* ``CORE_GROUNDEDNESS_ENGINE``: ``auto`` (default), ``chat`` or ``transformers``: what reads the
+  groundedness judge's prompts. ``auto`` picks a bf16 transformers copy of the chat model when
+  the chat model runs on llama.cpp on a CPU with AMX, which evaluates prompts about four times
+  faster there (the judge only evaluates prompts); otherwise the chat engine itself.
 * ``CORE_CHAT_DTYPE`` / ``CORE_EMBEDDING_DTYPE``: ``float32``, ``bfloat16``, ``float16`` or
   ``auto`` (default: bf16 where the hardware computes in it, else float32).
 * ``CORE_CACHE_DIR``: where converted weights are kept (see ``backend.weights.cache``).
@@ -28,6 +37,21 @@ PROFILE_CHAT_MODELS = {
     "small": "qwen2.5-coder-0.5b-instruct",
 }
 DEFAULT_EMBEDDING_MODEL = "multilingual-e5-small"
+#: Groundedness thresholds (grounded_at, not_grounded_below) for each profile's chat model,
+#: calibrated on benchmarks/eval/groundedness.jsonl with ``python -m benchmarks.eval.calibrate``
+#: (benchmarks/eval/calibration-<profile>.json); between them the verdict is notSure.
+PROFILE_GROUNDEDNESS_THRESHOLDS = {
+    # Balanced accuracy on the clear pairs 0.902 at these thresholds (0.888 cross-validated),
+    # notSure on 2.3% of them.
+    "default": (0.7174, 0.6863),
+    # 0.725 (0.698 cross-validated), notSure on 3.1%: the 0.5B model cannot do much better.
+    "small": (0.5165, 0.5023),
+}
+#: P(yes) below which a call that ``tool_choice: auto`` generated is dropped as unwanted, per
+#: profile (``backend.call_check``); None: no check (the 0.5B model cannot tell).
+PROFILE_TOOL_CALL_CHECK = {"default": 0.4, "small": None}
+CHAT_ENGINES = ("auto", "llama.cpp", "transformers")
+GROUNDEDNESS_ENGINES = ("auto", "chat", "transformers")
 
 
 @dataclass(frozen=True)
@@ -36,6 +60,8 @@ class EngineConfig:
     chat_model: str = PROFILE_CHAT_MODELS["default"]
     embedding_model: str = DEFAULT_EMBEDDING_MODEL
     device: str | None = None
+    chat_engine: str = "auto"
+    groundedness_engine: str = "auto"
     chat_dtype: str | None = None
     embedding_dtype: str | None = None
     prefixes: EmbeddingPrefixes = field(default_factory=EmbeddingPrefixes)
@@ -43,6 +69,19 @@ class EngineConfig:
     #: (see ``backend.groundedness``); in between the verdict is notSure.
     grounded_at: float = 0.45
     not_grounded_below: float = 0.40
+    #: See ``PROFILE_TOOL_CALL_CHECK``.
+    tool_call_check_below: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.chat_engine not in CHAT_ENGINES:
+            raise ValueError(
+                f"unknown chat engine {self.chat_engine!r}; use one of: {', '.join(CHAT_ENGINES)}"
+            )
+        if self.groundedness_engine not in GROUNDEDNESS_ENGINES:
+            raise ValueError(
+                f"unknown groundedness engine {self.groundedness_engine!r}; use one of: "
+                f"{', '.join(GROUNDEDNESS_ENGINES)}"
+            )
 
     @classmethod
     def from_env(cls, **overrides: Any) -> EngineConfig:
@@ -56,8 +95,13 @@ class EngineConfig:
         config = cls(
             profile=profile,
             chat_model=env.get("CORE_CHAT_MODEL") or PROFILE_CHAT_MODELS[profile],
+            grounded_at=PROFILE_GROUNDEDNESS_THRESHOLDS[profile][0],
+            not_grounded_below=PROFILE_GROUNDEDNESS_THRESHOLDS[profile][1],
+            tool_call_check_below=PROFILE_TOOL_CALL_CHECK[profile],
             embedding_model=env.get("CORE_EMBEDDING_MODEL") or DEFAULT_EMBEDDING_MODEL,
             device=env.get("CORE_DEVICE") or None,
+            chat_engine=env.get("CORE_CHAT_ENGINE") or "auto",
+            groundedness_engine=env.get("CORE_GROUNDEDNESS_ENGINE") or "auto",
             chat_dtype=env.get("CORE_CHAT_DTYPE") or None,
             embedding_dtype=env.get("CORE_EMBEDDING_DTYPE") or None,
             prefixes=EmbeddingPrefixes(

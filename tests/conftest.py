@@ -7,8 +7,22 @@ import os
 import pytest
 
 # Variables that change what a backend connects to or loads; tests set what they need.
-_ISOLATED = ("CORE_BASE_URL", "CORE_API_KEY", "CORE_API_KEYS", "CORE_CHAT_MODEL",
-             "CORE_EMBEDDING_MODEL", "CORE_DEVICE", "CORE_CHAT_DTYPE", "CORE_EMBEDDING_DTYPE", "CORE_QUERY_PREFIX", "CORE_PASSAGE_PREFIX")
+_ISOLATED = (
+    "CORE_BASE_URL",
+    "CORE_API_KEY",
+    "CORE_API_KEYS",
+    "CORE_CHAT_MODEL",
+    "CORE_EMBEDDING_MODEL",
+    "CORE_DEVICE",
+    "CORE_CHAT_ENGINE",
+    "CORE_GROUNDEDNESS_ENGINE",
+    "CORE_CHAT_THREADS",
+    "CORE_CHAT_PARALLEL",
+    "CORE_CHAT_DTYPE",
+    "CORE_EMBEDDING_DTYPE",
+    "CORE_QUERY_PREFIX",
+    "CORE_PASSAGE_PREFIX",
+)
 
 
 @pytest.fixture(autouse=True)

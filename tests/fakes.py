@@ -7,6 +7,7 @@ behaviour tests on real models live in the ``model``-marked tests.
 from __future__ import annotations
 
 import math
+import time
 from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
@@ -28,7 +29,9 @@ class CharTokenizer:
     def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
         return "".join(chr(i) for i in ids if i != EOS)
 
-    def apply_chat_template(self, conversation, tools=None, add_generation_prompt=True, tokenize=False):
+    def apply_chat_template(
+        self, conversation, tools=None, add_generation_prompt=True, tokenize=False
+    ):
         lines = [f"{m['role']}: {m['content']}" for m in conversation]
         if tools:
             lines.insert(0, "tools: " + ",".join(t["function"]["name"] for t in tools))
@@ -60,7 +63,9 @@ class ScriptedChatEngine(ChatEngine):
             self.generated += 1
             yield token
 
-    def next_token_logprobs(self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]) -> list[float]:
+    def next_token_logprobs(
+        self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]
+    ) -> list[float]:
         # Says "yes" when the reply starts with "y", "no" otherwise, so tests script verdicts.
         first = ord("y") if self.reply.startswith("y") else ord("n")
         return [0.0 if c == first else math.log(1e-3) for c in candidate_ids]
@@ -84,3 +89,49 @@ class CharCountEmbeddingEngine(EmbeddingEngine):
                     out[row, token - ord("a")] += 1
             out[row] /= max(len(window) + 2, 1)
         return out
+
+
+class EchoChatEngine(ScriptedChatEngine):
+    """Answers from the request itself, so concurrent tests can check each answer is its own.
+
+    Replies ``echo: <last user message>``; judges a groundedness claim supported exactly when
+    the claim appears verbatim in its document. A user message containing ``OUT_OF_MEMORY``
+    makes generation raise ``MemoryError``, standing for a model that ran out of memory.
+    """
+
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+
+    def __init__(self, token_delay: float = 0.0, context_length: int = 4096) -> None:
+        super().__init__("", context_length)
+        self.token_delay = token_delay
+
+    @staticmethod
+    def reply_to(user_content: str) -> str:
+        return f"echo: {user_content}"
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> Iterator[int]:
+        prompt = self.tokenizer.decode(prompt_ids)
+        last_user = prompt.rpartition("user: ")[2].removesuffix("\nassistant: ")
+        if self.OUT_OF_MEMORY in last_user:
+            raise MemoryError("out of memory while generating (fake)")
+        for i, token in enumerate([ord(c) for c in self.reply_to(last_user)] + [EOS]):
+            if i >= params.max_new_tokens or should_stop():
+                return
+            if self.token_delay:
+                time.sleep(self.token_delay)
+            yield token
+
+    def next_token_logprobs(
+        self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]
+    ) -> list[float]:
+        # the question asked last (worked examples may come before it)
+        prompt = self.tokenizer.decode(prompt_ids)
+        document, _, rest = prompt.rpartition("Document:\n")[2].partition("\n\nClaim: ")
+        claim = rest.partition("\n\nIs the claim supported")[0]
+        first = ord("y") if claim and claim in document else ord("n")
+        return [0.0 if c == first else math.log(1e-3) for c in candidate_ids]

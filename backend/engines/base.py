@@ -47,6 +47,16 @@ class ChatEngine(abc.ABC):
     eos_token_ids: frozenset[int]
     #: Where the model runs, e.g. ``"cpu"`` or ``"cuda:0"``.
     device: str
+    #: Whether ``generate`` takes ``constraint=`` (a ``ToolCallConstraint``) and keeps the
+    #: output to a tool call of that shape.
+    supports_constraints: bool = False
+    #: Whether several threads may generate and score at once (the engine batches them);
+    #: otherwise callers take turns.
+    thread_safe: bool = False
+    #: Whether prompts are evaluated with quantized CPU kernels that a bf16 copy of the model
+    #: beats on AMX CPUs (llama.cpp's); the groundedness judge, which only evaluates prompts,
+    #: then reads with such a copy (see ``loader.groundedness_engine_kind``).
+    quantized_prompt_evaluation: bool = False
 
     @abc.abstractmethod
     def generate(
@@ -68,6 +78,9 @@ class ChatEngine(abc.ABC):
         self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]
     ) -> list[float]:
         """Log-probabilities of each candidate token as the next token after the prompt."""
+
+    def close(self) -> None:
+        """Free the model; the engine is unusable afterwards."""
 
 
 class EmbeddingEngine(abc.ABC):

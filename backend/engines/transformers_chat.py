@@ -18,7 +18,10 @@ import torch
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
 from backend.engines.base import ChatEngine, SamplingParams
+from backend.engines.sampling import choose_token
+from backend.engines.token_mask import ToolCallMasks, masks_available
 from backend.engines.torch_placement import default_device, resolve_dtype
+from backend.tool_call_constraint import ToolCallConstraint
 
 logger = logging.getLogger(__name__)
 
@@ -33,6 +36,9 @@ def _as_ids(value: int | Sequence[int] | None) -> set[int]:
 
 class TransformersChatEngine(ChatEngine):
     """Runs ``AutoModelForCausalLM`` from a local folder or a Hugging Face model id."""
+
+    supports_constraints = masks_available()
+    _masks: ToolCallMasks | None = None  # built on the first constrained call
 
     def __init__(
         self, model_path: str, device: str | None = None, dtype: str | None = None
@@ -86,9 +92,19 @@ class TransformersChatEngine(ChatEngine):
         prompt_ids: Sequence[int],
         params: SamplingParams,
         should_stop: Callable[[], bool] = lambda: False,
+        constraint: ToolCallConstraint | None = None,
     ) -> Iterator[int]:
-        """Yield token ids one at a time; see ``ChatEngine.generate``."""
+        """Yield token ids one at a time; see ``ChatEngine.generate``.
+
+        With ``constraint``, each step's logits are masked so the output is a valid call.
+        """
         input_ids = self._prompt_tensor(prompt_ids)
+        mask = None
+        if constraint is not None:
+            if self._masks is None:
+                vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
+                self._masks = ToolCallMasks(self.tokenizer, vocab_size, self.eos_token_ids)
+            mask = self._masks.start(constraint)
         budget = min(params.max_new_tokens, self.context_length - input_ids.shape[1])
         generator = None
         if not params.greedy and params.seed is not None:
@@ -98,11 +114,7 @@ class TransformersChatEngine(ChatEngine):
             for _ in range(budget):
                 if should_stop():
                     return
-                logits = self._last_logits(input_ids, cache)
-                if params.greedy:
-                    token = int(torch.argmax(logits))
-                else:
-                    token = _sample(logits, params.temperature, params.top_p, generator)
+                token = choose_token(self._last_logits(input_ids, cache), params, mask, generator)
                 yield token
                 if token in self.eos_token_ids:
                     return
@@ -118,18 +130,3 @@ class TransformersChatEngine(ChatEngine):
         input_ids = self._prompt_tensor(prompt_ids)
         logprobs = torch.log_softmax(self._last_logits(input_ids, None), dim=-1)
         return logprobs[list(candidate_ids)].tolist()
-
-
-def _sample(
-    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None
-) -> int:
-    """One token from softmax(logits / temperature), restricted to the top-p nucleus."""
-    probs = torch.softmax(logits / temperature, dim=-1)
-    if top_p < 1.0:
-        sorted_probs, order = torch.sort(probs, descending=True)
-        # Keep each token whose preceding mass is below top_p: the smallest set reaching top_p.
-        keep = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) < top_p
-        sorted_probs = sorted_probs * keep
-        choice = torch.multinomial(sorted_probs, 1, generator=generator)
-        return int(order[choice])
-    return int(torch.multinomial(probs, 1, generator=generator))

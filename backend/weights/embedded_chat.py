@@ -6,12 +6,14 @@ steps, both kept in the cache folder (``backend.weights.cache``):
 
 1. ``assemble_gguf``: concatenate the parts into ``<cache>/gguf/<name>.Q4_K_M.gguf`` and check
    its size, sha256 and GGUF header. The file is kept: a llama.cpp engine runs it as is.
-2. ``convert_to_transformers``: dequantize that file into a bf16 transformers folder
-   ``<cache>/<name>-bf16/`` (weights, config, tokenizer with the chat template, generation
-   config), so that later starts load in seconds instead of re-dequantizing for a minute.
+2. For the llama.cpp engine, which runs the GGUF file itself, ``convert_tokenizer`` saves the
+   tokenizer (with the chat template) and the generation config alone into
+   ``<cache>/<name>-tokenizer/``: seconds. For the transformers engine (GPUs, or when asked),
+   ``convert_to_transformers`` dequantizes the file into a bf16 transformers folder
+   ``<cache>/<name>-bf16/`` (weights, config, tokenizer, generation config), so that later
+   starts load in seconds instead of re-dequantizing for a minute.
 
-``resolve_chat_model`` is the entry point: an embedded model's name becomes its converted
-folder, any other string (a Hugging Face id, a local folder) passes through unchanged.
+``embedded_gguf`` and ``resolve_chat_model`` are the entry points for the two engines.
 """
 
 from __future__ import annotations
@@ -218,7 +220,7 @@ def _convert(model: EmbeddedChatModel, folder: Path) -> None:
     tensors directly.
     """
     import torch
-    from transformers import AutoConfig, AutoModelForCausalLM, AutoTokenizer, GenerationConfig
+    from transformers import AutoConfig, AutoModelForCausalLM
     from transformers.modeling_gguf_pytorch_utils import load_gguf_checkpoint
 
     gguf_path = assemble_gguf(model)
@@ -251,17 +253,55 @@ def _convert(model: EmbeddedChatModel, folder: Path) -> None:
         raise EmbeddedWeightsError(f"{model.name}: parameters left without weights: {still_meta}")
     logger.info("%s: weights converted in %.1f s", model.name, time.perf_counter() - started)
 
-    logger.info("%s: building the tokenizer from the GGUF vocabulary", model.name)
-    tokenizer = AutoTokenizer.from_pretrained(**source)
-    if not tokenizer.chat_template:
-        raise EmbeddedWeightsError(f"{model.name}: the GGUF carries no chat template")
-
-    hf_model.generation_config = _generation_config(GenerationConfig, config, tokenizer)
+    tokenizer, hf_model.generation_config = _tokenizer_and_generation_config(model, config)
     hf_model.save_pretrained(folder)
     tokenizer.save_pretrained(folder)
     logger.info(
         "%s: converted into %s in %.1f s", model.name, folder, time.perf_counter() - started
     )
+
+
+def embedded_gguf(spec: str) -> tuple[Path, Path] | None:
+    """For an embedded model's name: its GGUF file and its tokenizer folder (built on first use).
+
+    None for anything else (a Hugging Face model id, a local folder or file).
+    """
+    model = EMBEDDED_CHAT_MODELS.get(spec)
+    if model is None:
+        return None
+    return assemble_gguf(model), convert_tokenizer(model)
+
+
+def convert_tokenizer(model: EmbeddedChatModel) -> Path:
+    """Return ``cache_root()/<name>-tokenizer``: the tokenizer and generation config alone.
+
+    The llama.cpp engine runs the GGUF file itself and needs only these (for the chat template,
+    detokenization and the end-of-turn ids); building them takes seconds, not the minutes of a
+    full conversion.
+    """
+
+    def build(folder: Path) -> None:
+        from transformers import AutoConfig
+
+        gguf_path = assemble_gguf(model)
+        config = AutoConfig.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+        tokenizer, generation_config = _tokenizer_and_generation_config(model, config)
+        tokenizer.save_pretrained(folder)
+        generation_config.save_pretrained(folder)
+
+    return ensure_converted(f"{model.name}-tokenizer", build)
+
+
+def _tokenizer_and_generation_config(model: EmbeddedChatModel, config):
+    """The tokenizer built from the GGUF vocabulary, and the generation config that goes with it."""
+    from transformers import AutoTokenizer, GenerationConfig
+
+    gguf_path = assemble_gguf(model)
+    logger.info("%s: building the tokenizer from the GGUF vocabulary", model.name)
+    tokenizer = AutoTokenizer.from_pretrained(str(gguf_path.parent), gguf_file=gguf_path.name)
+    if not tokenizer.chat_template:
+        raise EmbeddedWeightsError(f"{model.name}: the GGUF carries no chat template")
+    return tokenizer, _generation_config(GenerationConfig, config, tokenizer)
 
 
 def _generation_config(generation_config_class, config, tokenizer):

@@ -1,0 +1,230 @@
+"""A chat engine on llama.cpp: runs a GGUF file as it is, without dequantizing it.
+
+On a CPU, decoding one stream is bound by memory bandwidth: every token reads all weights.
+llama.cpp reads the 4-bit Q4_K_M weights directly (a quarter of bf16's bytes) with hand-tuned
+kernels, which makes it several times faster than transformers on the dequantized weights
+(see ``benchmarks/``). Everything above the engine (chat template, tool-call parsing, stop
+strings, streaming) is shared with the transformers engine: this class only turns token ids
+into token ids, with the Hugging Face tokenizer built from the same GGUF vocabulary.
+
+Concurrent requests are decoded together, one batched step for all of them
+(``backend.engines.llamacpp_batching``); the engine is thread-safe. Tokens are chosen here,
+from the logits, by the same code for greedy, sampled and schema-constrained decoding.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from backend.engines.base import ChatEngine, SamplingParams
+from backend.engines.llamacpp_batching import BatchingRunner
+from backend.engines.sampling import choose_token
+from backend.engines.token_mask import ToolCallMasks, masks_available
+from backend.tool_call_constraint import ToolCallConstraint
+
+logger = logging.getLogger(__name__)
+
+#: Largest context allocated by default: the KV cache is allocated up front (about 0.9 GB
+#: at 32k tokens for the 1.5B model), and the service's own limits stay below it. All running
+#: requests share it.
+DEFAULT_MAX_CONTEXT = 32768
+#: Requests decoded together at most (``CORE_CHAT_PARALLEL``); more wait for a place.
+DEFAULT_PARALLEL = 8
+#: Tokens llama.cpp evaluates per call at most (a decode step of every request, a prompt chunk).
+_BATCH_TOKENS = 512
+
+
+def _positive_from_env(name: str) -> int | None:
+    configured = os.environ.get(name)
+    if not configured:
+        return None
+    try:
+        value = int(configured)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, got {configured!r}")
+    return value
+
+
+def default_threads() -> int:
+    """``CORE_CHAT_THREADS`` when set, else every core this process may run on.
+
+    llama-cpp-python's own default is half the cores, which leaves half of a small machine idle.
+    """
+    configured = _positive_from_env("CORE_CHAT_THREADS")
+    if configured:
+        return configured
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+
+
+def default_parallel() -> int:
+    """``CORE_CHAT_PARALLEL`` when set, else ``DEFAULT_PARALLEL``."""
+    return _positive_from_env("CORE_CHAT_PARALLEL") or DEFAULT_PARALLEL
+
+
+def llama_cpp_has_amx() -> bool:
+    """Whether the installed llama.cpp was built with its AMX kernels."""
+    import llama_cpp
+
+    return b"AMX_INT8 = 1" in llama_cpp.llama_print_system_info()
+
+
+def cpu_safe_model_params(params):
+    """``params`` (llama.cpp model parameters) without the AMX weight buffers where built in.
+
+    A llama.cpp built on a CPU with AMX (Sapphire Rapids and later) moves the weights into AMX
+    buffers, and on the virtual machines we run on, its first AMX instruction (``ldtilecfg``)
+    kills the process with a segmentation fault. Turning off the extra buffer types (llama.cpp's
+    ``--no-extra-bufts``) avoids them, at the price of the repacked layouts that speed up
+    prompt evaluation; ``make install`` therefore builds llama.cpp without AMX, keeping those.
+    """
+    if llama_cpp_has_amx():
+        params.use_extra_bufts = False
+    return params
+
+
+class LlamaCppChatEngine(ChatEngine):
+    """Runs a GGUF chat model with llama.cpp on the CPU, batching concurrent requests.
+
+    Tool calls can be constrained: given a ``ToolCallConstraint``, ``generate`` chooses only
+    tokens that keep the output a valid call (``backend.engines.token_mask``), so every call
+    parses and matches its tool's JSON Schema.
+
+    Args:
+        gguf_path: the model file.
+        tokenizer: a Hugging Face tokenizer with the model's vocabulary and chat template.
+        eos_token_ids: the ids that end a turn.
+        threads: CPU threads for decoding and prefill (default: ``default_threads()``).
+        max_context: cap on the context allocated (default ``DEFAULT_MAX_CONTEXT``).
+        parallel: requests decoded together at most (default ``default_parallel()``).
+    """
+
+    supports_constraints = masks_available()
+    thread_safe = True
+    quantized_prompt_evaluation = True
+
+    def __init__(
+        self,
+        gguf_path: str | Path,
+        tokenizer: object,
+        eos_token_ids: frozenset[int],
+        threads: int | None = None,
+        max_context: int = DEFAULT_MAX_CONTEXT,
+        parallel: int | None = None,
+    ) -> None:
+        import llama_cpp
+        from llama_cpp._internals import LlamaContext, LlamaModel
+
+        self.tokenizer = tokenizer
+        self.eos_token_ids = frozenset(eos_token_ids)
+        self.device = "cpu"
+        self.threads = threads or default_threads()
+        parallel = parallel or default_parallel()
+        # llama-cpp-python prints every llama.cpp log line to stderr unless its logger has a
+        # level; ``Llama(verbose=False)`` sets ERROR, which (its table of llama.cpp's levels
+        # being one off) lets warnings through. The lower-level classes used here set none.
+        native_log = logging.getLogger("llama-cpp-python")
+        if native_log.level == logging.NOTSET:
+            native_log.setLevel(logging.ERROR)
+        self._model = LlamaModel(
+            path_model=str(gguf_path),
+            params=cpu_safe_model_params(llama_cpp.llama_model_default_params()),
+            verbose=False,
+        )
+        trained = self._model.n_ctx_train()
+        self.context_length = min(trained, max_context) if trained > 0 else max_context
+        params = llama_cpp.llama_context_default_params()
+        params.n_ctx = self.context_length
+        params.n_batch = params.n_ubatch = _BATCH_TOKENS
+        params.n_seq_max = parallel
+        params.kv_unified = True  # one cache for all requests: any of them may use all of it
+        params.n_threads = params.n_threads_batch = self.threads
+        params.no_perf = True
+        self._context = LlamaContext(model=self._model, params=params, verbose=False)
+        self._vocab_size = self._model.n_vocab()
+        self._runner = BatchingRunner(
+            self._context.ctx, self._vocab_size, slots=parallel, kv_cells=self.context_length
+        )
+        self._masks: ToolCallMasks | None = None  # built on the first constrained call
+        logger.info(
+            "chat model %s: llama.cpp on cpu, %d threads, context %d, %d requests at once",
+            gguf_path,
+            self.threads,
+            self.context_length,
+            parallel,
+        )
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams,
+        should_stop: Callable[[], bool] = lambda: False,
+        constraint: ToolCallConstraint | None = None,
+    ) -> Iterator[int]:
+        """Yield token ids one at a time; see ``ChatEngine.generate``.
+
+        With ``constraint``, the output is one tool call's JSON object and its closing tag.
+        """
+        prompt = _checked_prompt(prompt_ids)
+        budget = min(params.max_new_tokens, self.context_length - len(prompt))
+        if budget <= 0 or should_stop():
+            return
+        choose = self._chooser(params, constraint)
+        yield from self._runner.generate(prompt, budget, choose, should_stop, self.eos_token_ids)
+
+    def _chooser(
+        self, params: SamplingParams, constraint: ToolCallConstraint | None
+    ) -> Callable[[np.ndarray], int]:
+        """How one generation picks each token from its row of logits."""
+        mask = None
+        if constraint is not None:
+            if self._masks is None:
+                self._masks = ToolCallMasks(self.tokenizer, self._vocab_size, self.eos_token_ids)
+            mask = self._masks.start(constraint)
+        if mask is None and params.greedy:
+            return lambda logits: int(np.argmax(logits))
+        import torch
+
+        generator = None
+        if not params.greedy:
+            seed = params.seed if params.seed is not None else _fresh_seed()
+            generator = torch.Generator().manual_seed(seed)
+
+        def choose(logits: np.ndarray) -> int:
+            return choose_token(torch.from_numpy(logits.copy()), params, mask, generator)
+
+        return choose
+
+    def next_token_logprobs(
+        self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]
+    ) -> list[float]:
+        """Log-probabilities of each candidate as the next token after the prompt."""
+        candidates = list(candidate_ids)
+
+        def logprobs(logits: np.ndarray) -> list[float]:
+            shifted = logits.astype(np.float64) - float(logits.max())
+            log_normaliser = np.log(np.exp(shifted).sum())
+            return [float(shifted[i] - log_normaliser) for i in candidates]
+
+        return self._runner.score(_checked_prompt(prompt_ids), logprobs)  # type: ignore[return-value]
+
+    def close(self) -> None:
+        self._runner.close()
+        self._context.close()
+        self._model.close()
+
+
+def _checked_prompt(prompt_ids: Sequence[int]) -> list[int]:
+    if not prompt_ids:
+        raise ValueError("the prompt holds no tokens")
+    return [int(i) for i in prompt_ids]
+
+
+def _fresh_seed() -> int:
+    return int.from_bytes(os.urandom(4), "little")

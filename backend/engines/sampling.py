@@ -1,0 +1,47 @@
+"""Choosing a token from logits by temperature and top-p (the engines' own decode loops)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import torch
+
+if TYPE_CHECKING:
+    from backend.engines.base import SamplingParams
+    from backend.engines.token_mask import TokenMask
+
+
+def choose_token(
+    logits: torch.Tensor,
+    params: SamplingParams,
+    mask: TokenMask | None = None,
+    generator: torch.Generator | None = None,
+) -> int:
+    """The next token: masked first when a tool call is constrained, then greedy or sampled.
+
+    ``logits`` (1-D float32) is masked in place.
+    """
+    if mask is not None:
+        mask.apply(logits)
+    if params.greedy:
+        token = int(torch.argmax(logits))
+    else:
+        token = sample_token(logits, params.temperature, params.top_p, generator)
+    if mask is not None:
+        mask.accept(token)
+    return token
+
+
+def sample_token(
+    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None
+) -> int:
+    """One token from softmax(logits / temperature), restricted to the top-p nucleus."""
+    probs = torch.softmax(logits / temperature, dim=-1)
+    if top_p < 1.0:
+        sorted_probs, order = torch.sort(probs, descending=True)
+        # Keep each token whose preceding mass is below top_p: the smallest set reaching top_p.
+        keep = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) < top_p
+        sorted_probs = sorted_probs * keep
+        choice = torch.multinomial(sorted_probs, 1, generator=generator)
+        return int(order[choice])
+    return int(torch.multinomial(probs, 1, generator=generator))

@@ -1,0 +1,76 @@
+"""Per-step token masks that keep a generated tool call inside its JSON Schema (xgrammar).
+
+xgrammar compiles a JSON Schema against the tokenizer's vocabulary once, then tells, in tens
+of microseconds per step, which tokens may come next. Both engines apply the mask to the
+logits before choosing a token, so greedy and sampled calls alike always parse and validate.
+When the object is complete only an end-of-turn token is allowed, so the model ends there.
+(llama.cpp's own grammar sampler also works, but checks the whole 152k-token vocabulary at
+every step: about 20 ms per token more here, against under 1 ms for the mask, and the
+transformers engine would still need another library.)
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from collections.abc import Iterable
+
+import torch
+
+from backend.tool_call_constraint import ToolCallConstraint
+
+logger = logging.getLogger(__name__)
+
+
+def masks_available() -> bool:
+    return importlib.util.find_spec("xgrammar") is not None
+
+
+class ToolCallMasks:
+    """Compiles constraints for one tokenizer; ``start`` gives a mask for one generation."""
+
+    def __init__(self, tokenizer: object, vocab_size: int, stop_token_ids: Iterable[int]) -> None:
+        import xgrammar
+
+        self._xgrammar = xgrammar
+        self._info = xgrammar.TokenizerInfo.from_huggingface(
+            tokenizer, vocab_size=vocab_size, stop_token_ids=sorted(stop_token_ids)
+        )
+        self._compiler = xgrammar.GrammarCompiler(self._info, max_threads=1)
+
+    def start(self, constraint: ToolCallConstraint) -> TokenMask | None:
+        """A fresh mask, or None when xgrammar cannot compile the schema.
+
+        Some valid schemas use what xgrammar does not support (a regex lookbehind, an
+        unresolvable ``$ref``): such a call is generated unconstrained, as before, rather
+        than failing the request.
+        """
+        try:
+            # The compiler caches compiled schemas: the same tools compile once.
+            compiled = self._compiler.compile_json_schema(
+                constraint.schema_json, any_whitespace=False, strict_mode=True
+            )
+        except RuntimeError as error:
+            logger.warning("tool call left unconstrained: xgrammar cannot compile it: %s", error)
+            return None
+        return TokenMask(self._xgrammar, self._xgrammar.GrammarMatcher(compiled), self._info)
+
+
+class TokenMask:
+    """The allowed next tokens of one generation; ``accept`` each token chosen."""
+
+    def __init__(self, xgrammar, matcher, info) -> None:
+        self._xgrammar = xgrammar
+        self._matcher = matcher
+        self._bitmask = xgrammar.allocate_token_bitmask(1, info.vocab_size)
+
+    def apply(self, logits: torch.Tensor) -> None:
+        """Set the logits of forbidden tokens to -inf, in place (a 1-D float32 CPU tensor)."""
+        self._matcher.fill_next_token_bitmask(self._bitmask)
+        self._xgrammar.apply_token_bitmask_inplace(
+            logits.view(1, -1), self._bitmask.to(logits.device)
+        )
+
+    def accept(self, token: int) -> None:
+        if not self._matcher.accept_token(token):
+            raise RuntimeError(f"token {token} breaks the tool-call constraint it was chosen under")
