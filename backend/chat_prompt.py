@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from backend.call_check import CallCheck
 from backend.errors import BadRequestError
-from backend.schemas import ChatMessage, ToolChoice, ToolDefinition
+from backend.schemas import ChatMessage, ToolChoice, ToolChoiceObject, ToolDefinition
+from backend.tool_call_constraint import CALL_PREFILL, ToolCallConstraint
 from backend.tool_calls import TOOL_CALL_OPEN
 
 DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
@@ -23,6 +25,17 @@ class RenderedPrompt:
     prefill: str
     #: Names of the tools the model may call; empty when tools are off.
     tool_names: frozenset[str]
+    #: For an engine that constrains decoding: the shape the generated call must take
+    #: (a forced call, whose opening is already in ``prefill``).
+    constraint: ToolCallConstraint | None = None
+    #: For an engine that constrains decoding, when the model may choose (``auto``): the
+    #: prompt to continue from once its answer turns out to start a call, and that call's
+    #: constraint. The call is then generated under the constraint instead.
+    call_ids: list[int] | None = None
+    call_constraint: ToolCallConstraint | None = None
+    #: With ``auto``, when the conversation ends with a user message: what checking that a
+    #: generated call is wanted needs (``backend.call_check``).
+    call_check: CallCheck | None = None
 
 
 def _template_message(message: ChatMessage) -> dict[str, Any]:
@@ -99,12 +112,15 @@ def render_prompt(
     messages: Sequence[ChatMessage],
     tools: Sequence[ToolDefinition] | None = None,
     tool_choice: ToolChoice | None = None,
+    constrained: bool = False,
 ) -> RenderedPrompt:
     """Apply the chat template (with tool definitions) and tokenize.
 
     ``tool_choice="none"`` renders without tools, so the model cannot call one. Without a
     system message the default one is used, so the model does not introduce itself under its
-    upstream name.
+    upstream name. ``constrained``: the engine will constrain tool calls to their schemas
+    (see ``backend.tool_call_constraint``), so a call is opened with the tag alone and the
+    model writes the whole JSON object under the constraint.
     """
     if not getattr(tokenizer, "chat_template", None):
         raise BadRequestError(
@@ -123,10 +139,37 @@ def render_prompt(
     text = tokenizer.apply_chat_template(
         conversation, tools=template_tools, add_generation_prompt=True, tokenize=False
     )
+    tool_names = frozenset(t.function.name for t in active_tools)
+    if constrained and active_tools:
+        rendered = _constrained(tokenizer, text, active_tools, tool_choice, tool_names)
+        if rendered.call_ids is not None and messages[-1].role == "user":
+            plain = tokenizer.apply_chat_template(
+                conversation, add_generation_prompt=True, tokenize=False
+            )
+            check = CallCheck(
+                message=messages[-1].content or "",
+                descriptions={t.function.name: t.function.description or "" for t in active_tools},
+                plain_ids=list(tokenizer.encode(plain, add_special_tokens=False)),
+            )
+            rendered = replace(rendered, call_check=check)
+        return rendered
     prefill = _prefill_for(tool_choice) if active_tools else ""
     ids = tokenizer.encode(text + prefill, add_special_tokens=False)
-    return RenderedPrompt(
-        ids=list(ids),
-        prefill=prefill,
-        tool_names=frozenset(t.function.name for t in active_tools),
-    )
+    return RenderedPrompt(ids=list(ids), prefill=prefill, tool_names=tool_names)
+
+
+def _constrained(
+    tokenizer: Any,
+    text: str,
+    tools: list[ToolDefinition],
+    tool_choice: ToolChoice | None,
+    tool_names: frozenset[str],
+) -> RenderedPrompt:
+    if isinstance(tool_choice, ToolChoiceObject):
+        tools = [t for t in tools if t.function.name == tool_choice.function.name]
+    constraint = ToolCallConstraint.for_tools(tools)
+    call_ids = list(tokenizer.encode(text + CALL_PREFILL, add_special_tokens=False))
+    if tool_choice in (None, "auto"):
+        ids = list(tokenizer.encode(text, add_special_tokens=False))
+        return RenderedPrompt(ids, "", tool_names, call_ids=call_ids, call_constraint=constraint)
+    return RenderedPrompt(call_ids, CALL_PREFILL, tool_names, constraint=constraint)

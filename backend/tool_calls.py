@@ -120,3 +120,34 @@ def may_become_tool_call(text: str) -> bool:
     if stripped.startswith(("{", "[", "```")):
         return True
     return TOOL_CALL_OPEN.startswith(stripped) or stripped.startswith(TOOL_CALL_OPEN)
+
+
+_CALL_OBJECT_START = '{"name"'
+
+
+def opens_tool_call(text: str) -> bool | None:
+    """Whether an answer beginning with ``text`` is a tool call; None while undecided.
+
+    Recognises the three ways the models open a call (see the module docstring): the tag,
+    a fenced ``json`` block or a bare object, each starting with ``{"name"``.
+    """
+    text = text.lstrip()
+    if not text:
+        return None
+    if text.startswith(TOOL_CALL_OPEN):
+        return True
+    if TOOL_CALL_OPEN.startswith(text) or "```".startswith(text):
+        return None
+    if text.startswith("```"):
+        if "\n" not in text:
+            return None if len(text) <= len("```tool_call") else False
+        fence, rest = text.split("\n", 1)
+        if fence.strip() not in ("```", "```json", "```tool_call"):
+            return False
+        return opens_tool_call(rest) if rest.strip().startswith("{") or not rest.strip() else False
+    if text.startswith("{"):
+        compact = re.sub(r"\s+", "", text)
+        if compact.startswith(_CALL_OBJECT_START):
+            return True
+        return None if _CALL_OBJECT_START.startswith(compact) else False
+    return False

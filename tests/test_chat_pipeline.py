@@ -14,14 +14,20 @@ WEATHER_TOOL = {
     "function": {
         "name": "get_weather",
         "description": "Weather for a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
     },
 }
 
 
 def _service(reply: str) -> InProcessBackend:
     return InProcessBackend(
-        profile="small", chat_engine=ScriptedChatEngine(reply), embedding_engine=CharCountEmbeddingEngine()
+        profile="small",
+        chat_engine=ScriptedChatEngine(reply),
+        embedding_engine=CharCountEmbeddingEngine(),
     )
 
 
@@ -51,14 +57,19 @@ def _fold_stream(chunks):
         ("Hello there, how are you?", {}),
         ("Hello there, how are you?", {"stop": ["how"]}),
         ("Hello there, how are you?", {"max_tokens": 7}),
-        ('<tool_call>\n{"name": "get_weather", "arguments": {"city": "Seoul"}}\n</tool_call>', {"tools": [WEATHER_TOOL]}),
+        (
+            '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Seoul"}}\n</tool_call>',
+            {"tools": [WEATHER_TOOL]},
+        ),
         ("It is sunny.", {"tools": [WEATHER_TOOL]}),
     ],
 )
 def test_stream_concatenates_to_the_non_streamed_message(reply, extra):
     service = _service(reply)
     completion = service.chat(_request(**extra))
-    content, calls, finish, usage = _fold_stream(service.stream_chat(_request(stream_options={"include_usage": True}, **extra)))
+    content, calls, finish, usage = _fold_stream(
+        service.stream_chat(_request(stream_options={"include_usage": True}, **extra))
+    )
     message = completion.choices[0].message
     assert content == (message.content or "")
     assert [(c["name"], c["arguments"]) for c in calls] == [
@@ -73,7 +84,9 @@ def test_stream_structure_one_id_role_first_usage_last():
     chunks = list(service.stream_chat(_request(stream_options={"include_usage": True})))
     assert len({(c.id, c.created) for c in chunks}) == 1
     assert chunks[0].choices[0].delta.role == "assistant"
-    assert all(c.object == "chat.completion.chunk" and c.model == "core-1-mini-chat-240502" for c in chunks)
+    assert all(
+        c.object == "chat.completion.chunk" and c.model == "core-1-mini-chat-240502" for c in chunks
+    )
     assert chunks[-2].choices[0].finish_reason == "stop"
     assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == 4  # "Hi!" + EOS
     assert all(c.usage is None for c in chunks[:-1])
@@ -109,18 +122,24 @@ def test_tool_call_response_shape():
 
 def test_forced_tool_choice_prefills_the_call_opening():
     engine = ScriptedChatEngine('{"city": "Paris"}}\n</tool_call>')
-    service = InProcessBackend(profile="small", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine())
+    service = InProcessBackend(
+        profile="small", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+    )
     forced = {"type": "function", "function": {"name": "get_weather"}}
     result = service.chat(_request(tools=[WEATHER_TOOL], tool_choice=forced))
     prompt = engine.tokenizer.decode(engine.prompts[-1])
     assert prompt.endswith('<tool_call>\n{"name": "get_weather", "arguments":')
     [call] = result.choices[0].message.tool_calls
-    assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {"city": "Paris"}
+    assert call.function.name == "get_weather" and json.loads(call.function.arguments) == {
+        "city": "Paris"
+    }
 
 
 def test_tool_choice_none_hides_the_tools():
     engine = ScriptedChatEngine('{"name": "get_weather", "arguments": {"city": "Seoul"}}')
-    service = InProcessBackend(profile="small", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine())
+    service = InProcessBackend(
+        profile="small", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+    )
     result = service.chat(_request(tools=[WEATHER_TOOL], tool_choice="none"))
     assert result.choices[0].message.tool_calls is None
     assert "get_weather" not in engine.tokenizer.decode(engine.prompts[-1]).split("\n")[0]
@@ -158,14 +177,21 @@ async def test_async_twins_match_sync():
     result = await service.achat(_request())
     assert result.choices[0].message.content == sync.choices[0].message.content
     chunks = [c async for c in await service.astream_chat(_request())]
-    assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Hello async world"
-    embedded = await service.aembed({"model": "core-embedding-1-large-query", "input": ["abc", "xyz"]})
+    assert (
+        "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+        == "Hello async world"
+    )
+    embedded = await service.aembed(
+        {"model": "core-embedding-1-large-query", "input": ["abc", "xyz"]}
+    )
     assert [d.index for d in embedded.data] == [0, 1]
 
 
 async def test_async_stream_stops_generation_when_the_consumer_leaves():
     engine = ScriptedChatEngine("x" * 2000)
-    service = InProcessBackend(profile="small", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine())
+    service = InProcessBackend(
+        profile="small", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+    )
     stream = await service.astream_chat(_request())
     async for _ in stream:
         break
@@ -175,14 +201,22 @@ async def test_async_stream_stops_generation_when_the_consumer_leaves():
 
 def test_trailing_tool_results_are_shown_as_a_user_turn_without_tools():
     engine = ScriptedChatEngine("It is sunny in Seoul.")
-    service = InProcessBackend(profile="small", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine())
-    call = {"id": "c1", "type": "function", "function": {"name": "get_weather", "arguments": '{"city": "Seoul"}'}}
+    service = InProcessBackend(
+        profile="small", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+    )
+    call = {
+        "id": "c1",
+        "type": "function",
+        "function": {"name": "get_weather", "arguments": '{"city": "Seoul"}'},
+    }
     messages = [
         {"role": "user", "content": "Weather in Seoul?"},
         {"role": "assistant", "content": None, "tool_calls": [call]},
         {"role": "tool", "tool_call_id": "c1", "content": "sunny, 25 C"},
     ]
-    result = service.chat({"model": "core-1-mini-chat", "messages": messages, "tools": [WEATHER_TOOL]})
+    result = service.chat(
+        {"model": "core-1-mini-chat", "messages": messages, "tools": [WEATHER_TOOL]}
+    )
     assert result.choices[0].message.content == "It is sunny in Seoul."
     prompt = engine.tokenizer.decode(engine.prompts[-1])
     assert not prompt.startswith("tools:")

@@ -59,9 +59,19 @@ def test_without_tools_nothing_is_a_call():
     assert parse_tool_calls(text, frozenset()).content == text
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("", True), ("  ", True), ("<tool", True), ("<tool_call>\n{", True), ("{", True),
-    ("```", True), ("Hello", False), ("<b>", False), ("The answer", False),
-])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("", True),
+        ("  ", True),
+        ("<tool", True),
+        ("<tool_call>\n{", True),
+        ("{", True),
+        ("```", True),
+        ("Hello", False),
+        ("<b>", False),
+        ("The answer", False),
+    ],
+)
 def test_may_become_tool_call(text, expected):
     assert may_become_tool_call(text) is expected
