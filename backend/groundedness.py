@@ -1,57 +1,92 @@
-"""The groundedness check, judged by the chat model.
+"""The groundedness check, judged by the chat model claim by claim (MiniCheck's method).
 
-The model reads the context and the response as a claim and is asked whether, according to
-the context alone, the claim is true, answering yes or no. Rather than sampling an answer we
-read the probabilities of "yes" and "no" as the next token (MODELS.md: reading label
-probabilities worked far better than free text), which makes the verdict deterministic and
-gives a confidence, P(yes) renormalised over yes and no:
+1. The response is split into claims (its sentences, ``backend.claims.split_claims``).
+2. A long context is split into chunks of about ``chunk_tokens`` tokens on paragraph and
+   sentence boundaries; for each claim the ``chunks_per_claim`` chunks sharing the most
+   (rare) terms with it are kept, so the cost grows with the number of claims, not with
+   claims times context length.
+3. For each (claim, chunk) the model is asked whether the document supports the claim,
+   answering yes or no. Rather than sampling an answer we read the probabilities of "yes" and
+   "no" as the next token (MODELS.md: reading label probabilities worked far better than free
+   text), which makes the verdict deterministic and gives a confidence, P(yes) renormalised
+   over yes and no. Each pair is read twice, by the question alone and after four worked
+   examples, and the two P(yes) are averaged: on the evaluation set with the 1.5B model the
+   pair scored a balanced accuracy of 0.92 (0.915 cross-validated), against 0.91 and 0.90
+   for either reading alone and 0.86 for the earlier prompt with the question after the
+   claim (``benchmarks/eval``).
+4. A claim's support is its best chunk's; the response's support is its weakest claim's: one
+   unsupported sentence makes the response not grounded.
 
-* ``grounded`` when P(yes) >= ``grounded_at``;
-* ``notGrounded`` when P(yes) < ``not_grounded_below``;
+* ``grounded`` when support >= ``grounded_at``;
+* ``notGrounded`` when support < ``not_grounded_below``;
 * ``notSure`` in between: the model is torn, so we say so instead of guessing.
 
-The defaults (0.45 / 0.40) were set on hand-made pairs with the small model, whose
-probabilities are compressed around one half (supported pairs scored 0.50-0.56, unsupported
-or contradicted ones 0.32-0.38); the larger model is more decisive and falls on the same
-sides. A context longer than ``chunk_tokens`` is split into overlapping parts judged one by
-one: the response is grounded when some part supports it, not grounded when every part says
-it is not, else notSure. The request's temperature is validated but does not change the
-verdict.
+The thresholds are calibrated per profile on ``benchmarks/eval/groundedness.jsonl`` (see
+``backend.config``). The request's temperature is validated but does not change the verdict.
 """
 
 from __future__ import annotations
 
-import math
-from collections.abc import Sequence
 from dataclasses import dataclass
 
+from backend.claims import chunk_context, rank_chunks, split_claims
 from backend.engines.base import ChatEngine
 from backend.schemas import Verdict
+from backend.yes_no import YesNoReader
 
-SYSTEM_PROMPT = "You are a careful fact checker."
-QUESTION = (
-    "Context:\n{context}\n\nClaim:\n{response}\n\n"
-    "According to the context alone, is the claim true? Answer yes or no."
+INSTRUCTION = (
+    "You are a careful fact checker. Decide whether the claim is supported by the document. "
+    "Answer yes only if everything the claim says is stated in the document or follows from "
+    "it; answer no if the document contradicts any part of the claim or does not mention it. "
+    "Answer yes or no."
 )
-YES_SPELLINGS = ("yes", "Yes", " yes", " Yes", "YES")
-NO_SPELLINGS = ("no", "No", " no", " No", "NO")
+QUESTION = "Document:\n{document}\n\nClaim: {claim}\n\nIs the claim supported by the document?"
+#: Worked examples shown before the pair in the second reading of each claim: a paraphrase
+#: and an inference that are supported, a contradicted number, and an unsupported addition.
+EXAMPLES = (
+    (
+        "The museum opens at 10:00 and closes at 18:00 every day except Monday.",
+        "The museum is closed on Mondays.",
+        "yes",
+    ),
+    (
+        "The museum opens at 10:00 and closes at 18:00 every day except Monday.",
+        "The museum closes at 20:00.",
+        "no",
+    ),
+    (
+        "Mina moved to Busan in 2019 to work as a nurse.",
+        "Mina moved to Busan in 2019 and bought a house there.",
+        "no",
+    ),
+    (
+        "The bridge, finished in 1932, is 503 metres long.",
+        "The bridge is over five hundred metres long.",
+        "yes",
+    ),
+)
 
 
 @dataclass(frozen=True)
 class Judgement:
     verdict: Verdict
-    #: P(yes) of the most supportive context part.
+    #: The weakest claim's support: P(yes) of its most supportive context chunk.
     support: float
     prompt_tokens: int
-
-
-def _first_token_ids(tokenizer: object, spellings: Sequence[str]) -> list[int]:
-    encode = tokenizer.encode  # type: ignore[attr-defined]
-    return sorted({encode(s, add_special_tokens=False)[0] for s in spellings})
+    #: Each claim with its support, in response order.
+    claims: tuple[tuple[str, float], ...] = ()
 
 
 class GroundednessJudge:
-    """Judges (context, response) pairs with a chat engine."""
+    """Judges (context, response) pairs with a chat engine.
+
+    Args:
+        engine: the chat model that reads the prompts.
+        grounded_at / not_grounded_below: the verdict thresholds on the support.
+        chunk_tokens: largest context chunk shown to the model at once.
+        chunks_per_claim: how many chunks each claim is checked against.
+        max_claims: more sentences than this are merged into this many claims.
+    """
 
     def __init__(
         self,
@@ -59,36 +94,43 @@ class GroundednessJudge:
         *,
         grounded_at: float = 0.45,
         not_grounded_below: float = 0.40,
-        chunk_tokens: int = 3000,
+        chunk_tokens: int = 400,
+        chunks_per_claim: int = 2,
+        max_claims: int = 8,
     ) -> None:
         if not 0.0 <= not_grounded_below <= grounded_at <= 1.0:
             raise ValueError("need 0 <= not_grounded_below <= grounded_at <= 1")
-        self._engine = engine
+        if chunk_tokens < 1 or chunks_per_claim < 1 or max_claims < 1:
+            raise ValueError("chunk_tokens, chunks_per_claim and max_claims must be positive")
         self._grounded_at = grounded_at
         self._not_grounded_below = not_grounded_below
         self._chunk_tokens = chunk_tokens
-        self._overlap = chunk_tokens // 10
-        self._yes = _first_token_ids(engine.tokenizer, YES_SPELLINGS)
-        self._no = [
-            t for t in _first_token_ids(engine.tokenizer, NO_SPELLINGS) if t not in self._yes
-        ]
+        self._chunks_per_claim = chunks_per_claim
+        self._max_claims = max_claims
+        self._reader = YesNoReader(engine)
 
-    def _prompt_ids(self, context: str, response: str) -> list[int]:
-        conversation = [
-            {"role": "system", "content": SYSTEM_PROMPT},
-            {"role": "user", "content": QUESTION.format(context=context, response=response)},
-        ]
-        tokenizer = self._engine.tokenizer
-        text = tokenizer.apply_chat_template(  # type: ignore[attr-defined]
-            conversation, add_generation_prompt=True, tokenize=False
-        )
-        return list(tokenizer.encode(text, add_special_tokens=False))  # type: ignore[attr-defined]
+    def _count_tokens(self, text: str) -> int:
+        tokenizer = self._reader.engine.tokenizer
+        return len(tokenizer.encode(text, add_special_tokens=False))  # type: ignore[attr-defined]
 
-    def _support(self, prompt_ids: Sequence[int]) -> float:
-        logprobs = self._engine.next_token_logprobs(prompt_ids, self._yes + self._no)
-        yes = sum(math.exp(lp) for lp in logprobs[: len(self._yes)])
-        no = sum(math.exp(lp) for lp in logprobs[len(self._yes) :])
-        return yes / (yes + no) if yes + no > 0 else 0.5
+    def _prompts(self, document: str, claim: str) -> list[list[int]]:
+        """The two readings of one (chunk, claim) pair: the question alone, and after the
+        worked examples. The claim comes last, so readings of other claims against the same
+        chunk share the prompt's beginning (a chunk's text is evaluated once, where the
+        engine reuses cached prefixes)."""
+        question = {"role": "user", "content": QUESTION.format(document=document, claim=claim)}
+        instruction = {"role": "system", "content": INSTRUCTION}
+        examples = []
+        for example_document, example_claim, answer in EXAMPLES:
+            text = QUESTION.format(document=example_document, claim=example_claim)
+            examples += [
+                {"role": "user", "content": text},
+                {"role": "assistant", "content": answer},
+            ]
+        return [
+            self._reader.prompt_ids([instruction, question]),
+            self._reader.prompt_ids([instruction, *examples, question]),
+        ]
 
     def _verdict(self, support: float) -> Verdict:
         if support >= self._grounded_at:
@@ -97,29 +139,21 @@ class GroundednessJudge:
             return "notGrounded"
         return "notSure"
 
-    def _context_parts(self, context: str) -> list[str]:
-        tokenizer = self._engine.tokenizer
-        ids = tokenizer.encode(context, add_special_tokens=False)  # type: ignore[attr-defined]
-        if len(ids) <= self._chunk_tokens:
-            return [context]
-        step = self._chunk_tokens - self._overlap
-        return [
-            tokenizer.decode(ids[start : start + self._chunk_tokens])  # type: ignore[attr-defined]
-            for start in range(0, len(ids) - self._overlap, step)
-        ]
-
     def judge(self, context: str, response: str) -> Judgement:
+        chunks = chunk_context(context, self._chunk_tokens, self._count_tokens)
         prompt_tokens = 0
-        supports: list[float] = []
-        for part in self._context_parts(context):
-            ids = self._prompt_ids(part, response)
-            prompt_tokens += len(ids)
-            supports.append(self._support(ids))
-        verdicts = {self._verdict(s) for s in supports}
-        if "grounded" in verdicts:
-            verdict: Verdict = "grounded"
-        elif verdicts == {"notGrounded"}:
-            verdict = "notGrounded"
-        else:
-            verdict = "notSure"
-        return Judgement(verdict=verdict, support=max(supports), prompt_tokens=prompt_tokens)
+        claims: list[tuple[str, float]] = []
+        for claim in split_claims(response, self._max_claims):
+            best = 0.0
+            for index in rank_chunks(claim, chunks)[: self._chunks_per_claim]:
+                readings = self._prompts(chunks[index], claim)
+                prompt_tokens += sum(len(ids) for ids in readings)
+                best = max(best, sum(map(self._reader.probability, readings)) / len(readings))
+            claims.append((claim, best))
+        support = min(s for _, s in claims)
+        return Judgement(
+            verdict=self._verdict(support),
+            support=support,
+            prompt_tokens=prompt_tokens,
+            claims=tuple(claims),
+        )

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import contextlib
 import logging
 import threading
 import warnings
@@ -13,6 +14,8 @@ from typing import Any, Generic, TypeVar
 
 import numpy as np
 
+from backend.answer_start import start_answer
+from backend.batching import CombiningRunner
 from backend.catalogue import InputType, ModelCard, Operation, resolve_model, serving_card
 from backend.chat_prompt import render_prompt
 from backend.chat_responses import fold_completion, stream_chunks
@@ -47,6 +50,8 @@ from backend.validation import (
 logger = logging.getLogger(__name__)
 
 DEFAULT_TEMPERATURE = 0.7  # spec 4.1
+#: Texts from several waiting requests embedded in one run at most (bounds one run's latency).
+MAX_COMBINED_EMBEDDING_TEXTS = 256
 
 EngineT = TypeVar("EngineT")
 
@@ -54,7 +59,8 @@ EngineT = TypeVar("EngineT")
 class _LazyEngine(Generic[EngineT]):
     """An engine loaded on first use, and a lock that serialises its use.
 
-    Models are not thread-safe; concurrent callers take turns.
+    Most engines are not thread-safe: concurrent callers take turns (``turn``). A
+    ``thread_safe`` engine (one that batches concurrent requests) is used without the lock.
     """
 
     def __init__(self, load: Callable[[], EngineT]) -> None:
@@ -73,6 +79,12 @@ class _LazyEngine(Generic[EngineT]):
                 if self._engine is None:
                     self._engine = self._load()
         return self._engine
+
+    def turn(self) -> contextlib.AbstractContextManager:
+        """Held while using the engine: its lock, or nothing for a thread-safe engine."""
+        if getattr(self.get(), "thread_safe", False):
+            return contextlib.nullcontext()
+        return self.use_lock
 
 
 @dataclass
@@ -104,21 +116,37 @@ class InProcessBackend(Backend):
         embedding_engine: EmbeddingEngine | None = None,
         **options: Any,
     ) -> None:
-        from backend.engines.loader import load_chat_engine, load_embedding_engine
+        from backend.engines.loader import (
+            load_chat_engine,
+            load_embedding_engine,
+            load_groundedness_engine,
+        )
 
         self.config = config or EngineConfig.from_env(**options)
         self._chat = _LazyEngine(lambda: chat_engine or load_chat_engine(self.config))
         self._embedding = _LazyEngine(
             lambda: embedding_engine or load_embedding_engine(self.config)
         )
+        # What reads the groundedness judge's prompts: the chat engine, or a faster copy of
+        # the model for prompt evaluation (see ``groundedness_engine_kind``); an injected chat
+        # engine does it too.
+        self._scorer = _LazyEngine(
+            lambda: chat_engine or load_groundedness_engine(self.config, self._chat.get())
+        )
         self._judge: GroundednessJudge | None = None
         self._embedder: EmbeddingService | None = None
+        # Requests that arrive while the encoder is busy are embedded together, in one run.
+        self._embedding_batches = CombiningRunner(
+            lambda requests: self._embedding_service().embed_many(requests),
+            max_batch_size=MAX_COMBINED_EMBEDDING_TEXTS,
+        )
 
     # ------------------------------------------------------------------ lifecycle
 
     def warmup(self) -> None:
-        """Load both models now instead of on the first request."""
+        """Load the models now instead of on the first request."""
         self._chat.get()
+        self._groundedness_judge()
         self._embedding_service()
 
     @property
@@ -134,7 +162,13 @@ class InProcessBackend(Backend):
             return self._prepare_groundedness(req, card)
         check_chat_request(req)
         engine = self._chat.get()
-        rendered = render_prompt(engine.tokenizer, req.messages, req.tools, req.tool_choice)
+        rendered = render_prompt(
+            engine.tokenizer,
+            req.messages,
+            req.tools,
+            req.tool_choice,
+            constrained=engine.supports_constraints,
+        )
         max_new = check_context_budget(
             len(rendered.ids), req.token_limit, min(card.context_length, engine.context_length)
         )
@@ -146,25 +180,30 @@ class InProcessBackend(Backend):
         )
 
         def run(should_stop: Callable[[], bool]) -> Iterator[OutputEvent]:
-            processor = OutputProcessor(
-                engine.tokenizer,
-                engine.eos_token_ids,
-                prompt_ids=rendered.ids,
-                stop=req.stop or (),
-                tool_names=rendered.tool_names,
-                prefill=rendered.prefill,
-            )
-            with self._chat.use_lock:
-                tokens = engine.generate(
-                    rendered.ids, params, lambda: processor.stopped or should_stop()
+            processor: OutputProcessor | None = None
+
+            def stop() -> bool:
+                return (processor is not None and processor.stopped) or should_stop()
+
+            with self._chat.turn():
+                answer = start_answer(
+                    engine, rendered, params, stop, self.config.tool_call_check_below
+                )
+                processor = OutputProcessor(
+                    engine.tokenizer,
+                    engine.eos_token_ids,
+                    prompt_ids=answer.prompt_ids,
+                    stop=req.stop or (),
+                    tool_names=rendered.tool_names if answer.tools_offered else frozenset(),
+                    prefill=answer.prefill,
                 )
                 try:
-                    for token in tokens:
+                    for token in answer.tokens:
                         yield from processor.feed(token)
                         if processor.stopped:
                             break
                 finally:
-                    tokens.close()  # type: ignore[attr-defined]
+                    answer.close()
             yield from processor.finish()
 
         return _PreparedChat(
@@ -179,7 +218,8 @@ class InProcessBackend(Backend):
         judge = self._groundedness_judge()
         # One forward pass per context part, done now so the usage is known up front; the
         # async paths call this from a worker thread.
-        with self._chat.use_lock:
+        scorer = self._scorer if self._scorer.get() is not self._chat.get() else self._chat
+        with scorer.turn():
             judgement = judge.judge(context, response)
 
         def run(should_stop: Callable[[], bool]) -> Iterator[OutputEvent]:
@@ -196,7 +236,7 @@ class InProcessBackend(Backend):
     def _groundedness_judge(self) -> GroundednessJudge:
         if self._judge is None:
             self._judge = GroundednessJudge(
-                self._chat.get(),
+                self._scorer.get(),
                 grounded_at=self.config.grounded_at,
                 not_grounded_below=self.config.not_grounded_below,
             )
@@ -272,8 +312,7 @@ class InProcessBackend(Backend):
         tokenized = service.tokenize(texts, serving.input_type or InputType.PASSAGE)
         counts = tokenized.token_counts
         check_embedding_tokens(counts, single=isinstance(req.input, str))
-        with self._embedding.use_lock:
-            vectors = service.embed_tokenized(tokenized)
+        vectors = self._embedding_batches.submit(tokenized, size=len(texts))
         return EmbeddingList(
             data=[
                 Embedding(index=i, embedding=_encode(vector, req.encoding_format))

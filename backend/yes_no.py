@@ -1,0 +1,49 @@
+"""Reading a model's yes-or-no answer as a probability, without generating it.
+
+Asked a yes/no question, a chat model's next-token distribution says how sure it is: P(yes)
+renormalised over the first tokens of "yes" and "no" in their usual spellings. Reading it is
+one prompt evaluation, deterministic, and gives a confidence that thresholds can be
+calibrated on (MODELS.md: reading label probabilities worked far better than free text with
+the small models). The groundedness judge and the tool-call check use it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+from backend.engines.base import ChatEngine
+
+YES_SPELLINGS = ("yes", "Yes", " yes", " Yes", "YES")
+NO_SPELLINGS = ("no", "No", " no", " No", "NO")
+
+
+def _first_token_ids(tokenizer: object, spellings: Sequence[str]) -> list[int]:
+    encode = tokenizer.encode  # type: ignore[attr-defined]
+    return sorted({encode(s, add_special_tokens=False)[0] for s in spellings})
+
+
+class YesNoReader:
+    """P(yes) of a chat engine's answer to the prompt it is given."""
+
+    def __init__(self, engine: ChatEngine) -> None:
+        self.engine = engine
+        self._yes = _first_token_ids(engine.tokenizer, YES_SPELLINGS)
+        self._no = [
+            t for t in _first_token_ids(engine.tokenizer, NO_SPELLINGS) if t not in self._yes
+        ]
+
+    def prompt_ids(self, conversation: list[dict[str, str]]) -> list[int]:
+        """The conversation through the chat template, ready for the assistant's answer."""
+        tokenizer = self.engine.tokenizer
+        text = tokenizer.apply_chat_template(  # type: ignore[attr-defined]
+            conversation, add_generation_prompt=True, tokenize=False
+        )
+        return list(tokenizer.encode(text, add_special_tokens=False))  # type: ignore[attr-defined]
+
+    def probability(self, prompt_ids: Sequence[int]) -> float:
+        """P(yes) over yes and no as the next token (0.5 when neither is likely at all)."""
+        logprobs = self.engine.next_token_logprobs(prompt_ids, self._yes + self._no)
+        yes = sum(math.exp(lp) for lp in logprobs[: len(self._yes)])
+        no = sum(math.exp(lp) for lp in logprobs[len(self._yes) :])
+        return yes / (yes + no) if yes + no > 0 else 0.5
