@@ -65,5 +65,12 @@ class EmbeddingService:
         norms = np.linalg.norm(vectors, axis=1, keepdims=True)
         return vectors / np.maximum(norms, 1e-12)
 
+    def embed_many(self, requests: Sequence[TokenizedTexts]) -> list[np.ndarray]:
+        """Several requests' vectors from one combined run (the engine batches them together)."""
+        combined = TokenizedTexts([ids for request in requests for ids in request.content_ids])
+        vectors = self.embed_tokenized(combined)
+        ends = np.cumsum([len(request.content_ids) for request in requests])[:-1]
+        return np.split(vectors, ends)
+
     def embed(self, texts: Sequence[str], input_type: InputType) -> np.ndarray:
         return self.embed_tokenized(self.tokenize(texts, input_type))

