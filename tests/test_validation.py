@@ -48,10 +48,19 @@ ASSISTANT = {"role": "assistant", "content": "The sky is blue."}
         ([USER], "invalid request: 1 assistant message expected, found 0"),
         ([USER, ASSISTANT, ASSISTANT], "invalid request: 1 assistant message expected, found 2"),
         ([], "invalid request: 1 user message expected, found 0"),
-        ([{"role": "user", "content": ""}, ASSISTANT], "invalid request: user message content is required"),
+        (
+            [{"role": "user", "content": ""}, ASSISTANT],
+            "invalid request: user message content is required",
+        ),
         ([{"role": "user"}, ASSISTANT], "invalid request: user message content is required"),
-        ([USER, {"role": "assistant", "content": ""}], "invalid request: assistant message content is required"),
-        ([USER, {"role": "assistant", "content": None}], "invalid request: assistant message content is required"),
+        (
+            [USER, {"role": "assistant", "content": ""}],
+            "invalid request: assistant message content is required",
+        ),
+        (
+            [USER, {"role": "assistant", "content": None}],
+            "invalid request: assistant message content is required",
+        ),
     ],
 )
 def test_groundedness_rules_use_the_spec_messages(service, messages, expected):
@@ -72,7 +81,9 @@ def test_groundedness_error_object_has_null_param_and_code(service):
 
 
 def test_groundedness_rejects_other_roles(service):
-    message = _message(service, "chat", _check([{"role": "system", "content": "x"}, USER, ASSISTANT]))
+    message = _message(
+        service, "chat", _check([{"role": "system", "content": "x"}, USER, ASSISTANT])
+    )
     assert "exactly one user message" in message and "system" in message
 
 
@@ -88,7 +99,9 @@ def test_temperature_outside_0_to_2_is_rejected(service, temperature):
         {"model": "core-1-mini-chat", "messages": [USER], "temperature": temperature},
         _check([USER, ASSISTANT], temperature=temperature),
     ):
-        assert f"temperature must be between 0 and 2, got {temperature}" in _message(service, "chat", body)
+        assert f"temperature must be between 0 and 2, got {temperature}" in _message(
+            service, "chat", body
+        )
 
 
 @pytest.mark.parametrize("temperature", [0, 2])
@@ -118,7 +131,9 @@ def test_max_tokens_must_be_positive(service, max_tokens):
             {
                 "role": "assistant",
                 "content": "text",
-                "tool_calls": [{"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}],
+                "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "f", "arguments": "{}"}}
+                ],
             },
             "content must be null when tool_calls is set",
         ),
@@ -144,7 +159,10 @@ def test_tool_message_must_answer_an_earlier_call(service):
 def test_duplicate_tool_call_ids_are_rejected(service):
     body = {
         "model": "core-1-mini-chat",
-        "messages": [USER, {"role": "assistant", "content": None, "tool_calls": [_call("a"), _call("a")]}],
+        "messages": [
+            USER,
+            {"role": "assistant", "content": None, "tool_calls": [_call("a"), _call("a")]},
+        ],
     }
     assert "duplicate tool call id 'a'" in _message(service, "chat", body)
 

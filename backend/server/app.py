@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -48,11 +49,15 @@ def _lifespan(context: ServerContext):  # noqa: ANN202 - FastAPI's lifespan prot
 
 
 async def drain(context: ServerContext) -> bool:
-    """Wait until no model request is running or queued, at most the drain timeout."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + context.settings.shutdown_drain_timeout
+    """Wait until no model request is running or queued, at most the drain timeout.
+
+    The timeout counts from when draining began (a signal may have started it earlier), so
+    a drain the runner already waited out is not waited for a second time.
+    """
+    began = context.lifecycle.drain_began or time.monotonic()
+    deadline = began + context.settings.shutdown_drain_timeout
     while context.limiter.active or context.limiter.queued:
-        if loop.time() >= deadline:
+        if time.monotonic() >= deadline:
             logger.warning("drain timeout: %d model requests still running", context.limiter.active)
             return False
         await asyncio.sleep(_DRAIN_POLL_SECONDS)

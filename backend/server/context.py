@@ -10,7 +10,7 @@ from typing import TypeVar
 from backend.interface import Backend
 from backend.server.errors import RequestTimeoutError
 from backend.server.lifecycle import Lifecycle
-from backend.server.limiter import ConcurrencyLimiter
+from backend.server.limiter import ConcurrencyLimiter, StreamSlots
 from backend.server.metrics import ServerMetrics
 from backend.server.settings import ServerSettings
 
@@ -23,6 +23,7 @@ class ServerContext:
     settings: ServerSettings
     lifecycle: Lifecycle
     limiter: ConcurrencyLimiter
+    streams: StreamSlots
     metrics: ServerMetrics = field(default_factory=ServerMetrics)
 
     @classmethod
@@ -34,6 +35,7 @@ class ServerContext:
             limiter=ConcurrencyLimiter(
                 settings.max_concurrent, settings.max_queued, retry_after=settings.retry_after
             ),
+            streams=StreamSlots(settings.max_concurrent_streams, retry_after=settings.retry_after),
         )
         context.metrics.watch_load(lambda: context.limiter.active, lambda: context.limiter.queued)
         return context

@@ -25,6 +25,8 @@ class Lifecycle:
         self._retry_after = retry_after
         self._loaded = threading.Event()
         self._draining = threading.Event()
+        #: ``time.monotonic()`` when draining began: the drain timeout counts from there.
+        self.drain_began: float | None = None
         self._thread: threading.Thread | None = None
         self.load_error: BaseException | None = None
 
@@ -62,6 +64,7 @@ class Lifecycle:
     def begin_drain(self) -> None:
         if not self._draining.is_set():
             logger.info("draining: finishing requests in flight, refusing new model requests")
+            self.drain_began = time.monotonic()
             self._draining.set()
 
     def check_accepting(self) -> None:

@@ -64,3 +64,37 @@ class ConcurrencyLimiter:
                 waiter.set_result(None)  # the place moves on; ``active`` stays the same
                 return
         self._active -= 1
+
+
+class StreamSlots:
+    """At most ``limit`` streams open at once, waiting for a model place or sending; beyond: 429.
+
+    A stream holds a connection and a model place for as long as the client reads, so an
+    operator may allow fewer streams than model requests in all.
+    """
+
+    def __init__(self, limit: int, retry_after: float) -> None:
+        self.limit = limit
+        self.retry_after = retry_after
+        self._open = 0
+
+    @property
+    def open(self) -> int:
+        return self._open
+
+    def take(self) -> None:
+        """Count one more open stream (the caller gives it back).
+
+        Raises:
+            RateLimitError: ``limit`` streams are open.
+        """
+        if self._open >= self.limit:
+            raise RateLimitError(
+                f"too many streams: {self._open} are open, the most this server allows; "
+                "retry later or ask without stream",
+                retry_after=self.retry_after,
+            )
+        self._open += 1
+
+    def give_back(self) -> None:
+        self._open -= 1

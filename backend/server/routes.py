@@ -7,7 +7,6 @@ still describes the request models (see ``app.py``).
 
 from __future__ import annotations
 
-import json
 import time
 from typing import Any, Literal
 
@@ -25,6 +24,7 @@ from backend.schemas import (
     StreamOptions,
 )
 from backend.server.context import ServerContext
+from backend.server.json_body import parse_json_body
 from backend.server.streaming import EventStreamResponse, chunk_events
 from backend.validation import parse_request
 
@@ -66,13 +66,17 @@ def _context(request: Request) -> ServerContext:
 
 
 async def _read_json(request: Request) -> Any:
-    body = await request.body()
-    if not body.strip():
-        raise BadRequestError("invalid request: the body is empty; send a JSON object")
-    try:
-        return json.loads(body)
-    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-        raise BadRequestError(f"invalid request: the body is not valid JSON ({exc})") from exc
+    return parse_json_body(await request.body())
+
+
+def _check_message_count(body: Any, max_messages: int) -> None:
+    """The operator's cap on messages, checked before validating each of them."""
+    messages = body.get("messages") if isinstance(body, dict) else None
+    if isinstance(messages, list) and len(messages) > max_messages:
+        raise BadRequestError(
+            f"invalid request: messages holds {len(messages)} messages; this server accepts "
+            f"at most {max_messages} per request"
+        )
 
 
 _CHAT_200 = {
@@ -94,7 +98,9 @@ _CHAT_200 = {
 async def chat_completions(request: Request) -> Response:
     context = _context(request)
     started, deadline = time.perf_counter(), context.deadline()
-    chat_request = parse_request(ChatCompletionRequest, await _read_json(request))
+    body = await _read_json(request)
+    _check_message_count(body, context.settings.max_messages)
+    chat_request = parse_request(ChatCompletionRequest, body)
     backend = context.backend
     if not chat_request.stream:
         completion = await context.run_model(lambda: backend.achat(chat_request), deadline)
@@ -105,10 +111,15 @@ async def chat_completions(request: Request) -> Response:
 
     # The usage chunk is always requested, to count tokens; it is dropped unless asked for.
     counted = chat_request.model_copy(update={"stream_options": StreamOptions(include_usage=True)})
-    # Validation errors raise here, before the response starts, as plain 4xx responses.
-    chunks = await context.run_model(
-        lambda: backend.astream_chat(counted), deadline, keep_place=True
-    )
+    context.streams.take()
+    try:
+        # Validation errors raise here, before the response starts, as plain 4xx responses.
+        chunks = await context.run_model(
+            lambda: backend.astream_chat(counted), deadline, keep_place=True
+        )
+    except BaseException:
+        context.streams.give_back()
+        raise
     events = chunk_events(
         chunks,
         scope=request.scope,
@@ -118,7 +129,12 @@ async def chat_completions(request: Request) -> Response:
         send_usage=chat_request.include_usage,
         started=started,
     )
-    return EventStreamResponse(events, on_close=context.limiter.release)
+
+    def close() -> None:
+        context.limiter.release()
+        context.streams.give_back()
+
+    return EventStreamResponse(events, on_close=close)
 
 
 @router.post(

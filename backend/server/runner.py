@@ -1,13 +1,16 @@
 """Serving the app with uvicorn: ``core-textmodels serve`` calls ``run_server``.
 
 On SIGTERM or SIGINT the server first drains: model requests in flight finish (at most
-``shutdown_drain_timeout`` seconds) while new ones get 503; then uvicorn shuts down. A second
-signal stops at once.
+``shutdown_drain_timeout`` seconds) while new ones get 503; then uvicorn shuts down, giving
+open connections one more second. A second signal stops at once. Model work still running
+after the drain timeout does not hold the process: it exits with status 1.
 """
 
 from __future__ import annotations
 
 import logging
+import os
+import socket
 import time
 from types import FrameType
 
@@ -22,12 +25,27 @@ from backend.server.settings import ServerSettings
 logger = logging.getLogger("backend.server")
 
 
-class DrainingServer(uvicorn.Server):
-    """``uvicorn.Server`` that drains model requests before it stops accepting connections."""
+#: Seconds uvicorn gives open connections to finish once the drain is over.
+_CLOSE_GRACE_SECONDS = 1.0
 
-    def __init__(self, config: uvicorn.Config, context: ServerContext) -> None:
+
+class DrainingServer(uvicorn.Server):
+    """``uvicorn.Server`` that drains model requests before it stops accepting connections.
+
+    Args:
+        exit_when_abandoned: when model work is still running after the drain timeout, end
+            the process (exit status 1) instead of returning. Model work runs in threads that
+            cannot be interrupted, and leaving ``run()`` normally waits for them (asyncio
+            joins its executor), which would hold the process past the drain timeout, up to
+            the end of a long generation. For the process that owns the server only.
+    """
+
+    def __init__(
+        self, config: uvicorn.Config, context: ServerContext, exit_when_abandoned: bool = False
+    ) -> None:
         super().__init__(config)
         self.context = context
+        self.exit_when_abandoned = exit_when_abandoned
         self._drain_deadline: float | None = None
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
@@ -42,8 +60,20 @@ class DrainingServer(uvicorn.Server):
             limiter = self.context.limiter
             idle = not limiter.active and not limiter.queued
             if idle or time.monotonic() >= self._drain_deadline:
+                # The drain is over: uvicorn's own graceful wait must not add a second one.
+                self.config.timeout_graceful_shutdown = _CLOSE_GRACE_SECONDS
                 self.should_exit = True
         return await super().on_tick(counter)
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().serve(sockets)
+        running = self.context.limiter.active
+        if running and self.exit_when_abandoned:
+            logger.error(
+                "stopping with %d model requests still running after the drain timeout", running
+            )
+            logging.shutdown()
+            os._exit(1)
 
 
 def build_server(
@@ -51,9 +81,13 @@ def build_server(
     settings: ServerSettings,
     host: str = "127.0.0.1",
     port: int = 8000,
+    exit_when_abandoned: bool = False,
     **uvicorn_options: object,
 ) -> DrainingServer:
-    """The uvicorn server for ``backend``, not yet started (``.run()`` or ``.serve()``)."""
+    """The uvicorn server for ``backend``, not yet started (``.run()`` or ``.serve()``).
+
+    ``exit_when_abandoned``: see ``DrainingServer``.
+    """
     app = create_app(backend, settings)
     config = uvicorn.Config(
         app,
@@ -62,7 +96,7 @@ def build_server(
         timeout_graceful_shutdown=max(1, round(settings.shutdown_drain_timeout)),
         **uvicorn_options,  # type: ignore[arg-type]
     )
-    return DrainingServer(config, app.state.core)
+    return DrainingServer(config, app.state.core, exit_when_abandoned=exit_when_abandoned)
 
 
 def run_server(
@@ -94,6 +128,6 @@ def run_server(
         )
     backend = InProcessBackend(profile=profile)
     try:
-        build_server(backend, settings, host=host, port=port).run()
+        build_server(backend, settings, host=host, port=port, exit_when_abandoned=True).run()
     finally:
         backend.close()

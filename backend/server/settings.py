@@ -3,7 +3,13 @@
 Environment variables (arguments win):
 
 * ``CORE_SERVER_MAX_BODY_BYTES``: largest request body accepted (default 8 MiB); larger: 413.
-* ``CORE_SERVER_MAX_CONCURRENT``: model requests running at once (default 4).
+* ``CORE_SERVER_MAX_MESSAGES``: messages in one chat request (default 2048, OpenAI's cap);
+  more: 400 before any of them is validated.
+* ``CORE_SERVER_MAX_CONCURRENT``: model requests running at once (default 16): the chat
+  engine decodes concurrent requests together and embedding requests are combined, so
+  more places mean larger batches; requests beyond the engine's own limit wait there.
+* ``CORE_SERVER_MAX_CONCURRENT_STREAMS``: streamed chat responses open at once, waiting or
+  sending (default 32); beyond: 429 with ``Retry-After``.
 * ``CORE_SERVER_MAX_QUEUED``: model requests waiting for a place (default 64); beyond: 429.
 * ``CORE_SERVER_REQUEST_TIMEOUT``: seconds a model request may take, waiting included
   (default 600); a stream that runs longer ends with an error event.
@@ -30,7 +36,9 @@ ENV_PREFIX = "CORE_SERVER_"
 @dataclass(frozen=True)
 class ServerSettings:
     max_body_bytes: int = 8 * 1024 * 1024
-    max_concurrent: int = 4
+    max_messages: int = 2048
+    max_concurrent: int = 16
+    max_concurrent_streams: int = 32
     max_queued: int = 64
     request_timeout: float = 600.0
     keep_alive_interval: float = 10.0
@@ -43,7 +51,7 @@ class ServerSettings:
     no_auth: bool = False
 
     def __post_init__(self) -> None:
-        for name in ("max_body_bytes", "max_concurrent"):
+        for name in ("max_body_bytes", "max_messages", "max_concurrent", "max_concurrent_streams"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("max_queued",):

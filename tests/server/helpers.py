@@ -64,12 +64,19 @@ class RunningServer:
         return HTTPBackend(self.url, api_key=API_KEY, **options)
 
 
-def start_server(stack: contextlib.ExitStack, backend: Backend | None = None,
-                 wait_loaded: bool = True, **settings: Any) -> RunningServer:
+def start_server(
+    stack: contextlib.ExitStack,
+    backend: Backend | None = None,
+    wait_loaded: bool = True,
+    **settings: Any,
+) -> RunningServer:
     """Serve ``backend`` (default: fake engines) until ``stack`` closes; keys: ``API_KEY``."""
     settings.setdefault("api_keys", (API_KEY,))
     server = build_server(
-        backend or fake_backend(), ServerSettings(**settings), host=LOOPBACK, port=0,
+        backend or fake_backend(),
+        ServerSettings(**settings),
+        host=LOOPBACK,
+        port=0,
         log_level="warning",
     )
     running = RunningServer(stack.enter_context(serve_in_thread(server)), server)
@@ -82,8 +89,14 @@ class SlowChatEngine(ScriptedChatEngine):
     """A scripted engine that can wait for a gate, sleeps before each token, can fail after
     some tokens, and records how many tokens it produced (``generated``)."""
 
-    def __init__(self, reply: str = "x" * 400, delay: float = 0.0, first_delay: float = 0.0,
-                 fail_after: int | None = None, gate: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        reply: str = "x" * 400,
+        delay: float = 0.0,
+        first_delay: float = 0.0,
+        fail_after: int | None = None,
+        gate: threading.Event | None = None,
+    ) -> None:
         super().__init__(reply)
         self.delay = delay
         self.first_delay = first_delay
@@ -92,8 +105,12 @@ class SlowChatEngine(ScriptedChatEngine):
         self.started = threading.Event()
         self.finished = threading.Event()
 
-    def generate(self, prompt_ids: Sequence[int], params: SamplingParams,
-                 should_stop: Callable[[], bool] = lambda: False) -> Iterator[int]:
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> Iterator[int]:
         self.finished.clear()
         self.started.set()
         try:

@@ -28,11 +28,19 @@ from tests.server.helpers import fake_backend
 
 CHAT = {"model": "core-1-mini-chat", "messages": [{"role": "user", "content": "hi"}]}
 COMPLETION = {
-    "id": "chatcmpl-1", "object": "chat.completion", "created": 1,
+    "id": "chatcmpl-1",
+    "object": "chat.completion",
+    "created": 1,
     "model": "core-1-mini-chat-240502",
     "system_fingerprint": None,
-    "choices": [{"index": 0, "message": {"role": "assistant", "content": "Hi"}, "logprobs": None,
-                 "finish_reason": "stop"}],
+    "choices": [
+        {
+            "index": 0,
+            "message": {"role": "assistant", "content": "Hi"},
+            "logprobs": None,
+            "finish_reason": "stop",
+        }
+    ],
     "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
 }
 BASE = "http://127.0.0.1:9"  # never reached: MockTransport answers
@@ -67,8 +75,9 @@ class Script:
 
 def unavailable(retry_after: str | None = "0") -> httpx.Response:
     headers = {"Retry-After": retry_after} if retry_after is not None else {}
-    return httpx.Response(503, json=_error_body("loading", "service_unavailable_error"),
-                          headers=headers)
+    return httpx.Response(
+        503, json=_error_body("loading", "service_unavailable_error"), headers=headers
+    )
 
 
 @pytest.mark.parametrize("max_retries", [0, 1, 2])
@@ -88,24 +97,32 @@ async def test_async_attempts_are_one_plus_max_retries(max_retries):
 
 
 def test_recovers_after_two_failures():
-    script = Script(unavailable(), httpx.Response(502, text="bad gateway"),
-                    httpx.Response(200, json=COMPLETION))
+    script = Script(
+        unavailable(), httpx.Response(502, text="bad gateway"), httpx.Response(200, json=COMPLETION)
+    )
     assert script.sync(max_retries=2).chat(CHAT).choices[0].message.content == "Hi"
     assert len(script.requests) == 3
 
 
 @pytest.mark.parametrize("status", [408, 409, 429, 500, 502, 503, 504])
 def test_retried_statuses(status):
-    script = Script(httpx.Response(status, json=_error_body("x"), headers={"Retry-After": "0"}),
-                    httpx.Response(200, json=COMPLETION))
+    script = Script(
+        httpx.Response(status, json=_error_body("x"), headers={"Retry-After": "0"}),
+        httpx.Response(200, json=COMPLETION),
+    )
     script.sync(max_retries=1).chat(CHAT)
     assert len(script.requests) == 2
 
 
 @pytest.mark.parametrize(
     ("status", "error"),
-    [(400, BadRequestError), (401, AuthenticationError), (404, NotFoundError),
-     (413, RequestTooLargeError), (422, BadRequestError)],
+    [
+        (400, BadRequestError),
+        (401, AuthenticationError),
+        (404, NotFoundError),
+        (413, RequestTooLargeError),
+        (422, BadRequestError),
+    ],
 )
 def test_client_errors_are_not_retried(status, error):
     script = Script(httpx.Response(status, json=_error_body("nope", "invalid_request_error")))
@@ -130,17 +147,21 @@ def test_connection_errors_and_timeouts_are_retried_then_typed():
 
 
 def test_retry_after_seconds_is_honoured():
-    script = Script(httpx.Response(429, json=_error_body("busy", "rate_limit_error"),
-                                   headers={"Retry-After": "1"}),
-                    httpx.Response(200, json=COMPLETION))
+    script = Script(
+        httpx.Response(
+            429, json=_error_body("busy", "rate_limit_error"), headers={"Retry-After": "1"}
+        ),
+        httpx.Response(200, json=COMPLETION),
+    )
     started = time.monotonic()
     script.sync(max_retries=1).chat(CHAT)
     assert time.monotonic() - started >= 1.0  # the backoff alone would wait at most 0.5 s
 
 
 def test_retry_after_ms_is_honoured():
-    script = Script(httpx.Response(503, headers={"retry-after-ms": "20"}),
-                    httpx.Response(200, json=COMPLETION))
+    script = Script(
+        httpx.Response(503, headers={"retry-after-ms": "20"}), httpx.Response(200, json=COMPLETION)
+    )
     started = time.monotonic()
     script.sync(max_retries=1).chat(CHAT)
     assert time.monotonic() - started < 0.3  # the backoff alone would wait at least 0.375 s
@@ -155,8 +176,11 @@ def test_backoff_grows_exponentially_with_jitter_and_is_capped():
 
 
 def test_rate_limit_error_carries_retry_after():
-    script = Script(httpx.Response(429, json=_error_body("busy", "rate_limit_error"),
-                                   headers={"Retry-After": "7"}))
+    script = Script(
+        httpx.Response(
+            429, json=_error_body("busy", "rate_limit_error"), headers={"Retry-After": "7"}
+        )
+    )
     with pytest.raises(RateLimitError) as caught:
         script.sync(max_retries=0).chat(CHAT)
     assert caught.value.retry_after == 7.0
@@ -167,10 +191,16 @@ def _sse(*events: str) -> bytes:
 
 
 def test_stream_opens_eagerly_retries_before_it_starts_and_never_after():
-    chunk = ('{"id":"c","object":"chat.completion.chunk","created":1,"model":"m",'
-             '"choices":[{"index":0,"delta":{"content":"a"}}]}')
-    script = Script(unavailable(), httpx.Response(200, content=_sse(chunk, "[DONE]"),
-                                                  headers={"content-type": "text/event-stream"}))
+    chunk = (
+        '{"id":"c","object":"chat.completion.chunk","created":1,"model":"m",'
+        '"choices":[{"index":0,"delta":{"content":"a"}}]}'
+    )
+    script = Script(
+        unavailable(),
+        httpx.Response(
+            200, content=_sse(chunk, "[DONE]"), headers={"content-type": "text/event-stream"}
+        ),
+    )
     stream = script.sync(max_retries=1).stream_chat(CHAT)
     assert len(script.requests) == 2  # opened (and retried) before iteration
     assert [c.choices[0].delta.content for c in stream] == ["a"]
@@ -219,8 +249,14 @@ def test_malformed_success_body_is_a_typed_error():
 
 @pytest.mark.parametrize(
     "given",
-    ["http://h:1", "http://h:1/", "http://h:1/v1", "http://h:1/v1/", "http://h:1/v1/core",
-     "http://h:1/v1/core/"],
+    [
+        "http://h:1",
+        "http://h:1/",
+        "http://h:1/v1",
+        "http://h:1/v1/",
+        "http://h:1/v1/core",
+        "http://h:1/v1/core/",
+    ],
 )
 def test_base_url_forms(given):
     assert normalise_base_url(given) == "http://h:1/v1/core"
@@ -277,16 +313,22 @@ def test_retries_ride_out_a_server_that_is_still_loading(serve):
 
 
 def test_sse_decoder_follows_the_event_stream_rules():
-    raw = (b": keep-alive\n\ndata: {\"a\":1}\r\n\r\nevent: x\nid: 7\ndata: line1\rdata: line2\r\r"
-           b"retry: 10\ndata:no-space\n\ndata: [DONE]\n\ndata: cut off")
-    expected = [('{"a":1}', None, None), ("line1\nline2", "x", "7"), ("no-space", None, "7"),
-                ("[DONE]", None, "7")]
+    raw = (
+        b': keep-alive\n\ndata: {"a":1}\r\n\r\nevent: x\nid: 7\ndata: line1\rdata: line2\r\r'
+        b"retry: 10\ndata:no-space\n\ndata: [DONE]\n\ndata: cut off"
+    )
+    expected = [
+        ('{"a":1}', None, None),
+        ("line1\nline2", "x", "7"),
+        ("no-space", None, "7"),
+        ("[DONE]", None, "7"),
+    ]
     for size in (1, 2, 3, 7, len(raw)):  # every way of splitting lines across chunks
-        chunks = [raw[i:i + size] for i in range(0, len(raw), size)]
+        chunks = [raw[i : i + size] for i in range(0, len(raw), size)]
         assert [(e.data, e.event, e.id) for e in iter_events(chunks)] == expected
 
 
 def test_sse_decoder_keeps_multibyte_characters_split_across_chunks():
     raw = encode_event('{"content": "안녕 こんにちは"}')
-    chunks = [raw[i:i + 1] for i in range(len(raw))]
+    chunks = [raw[i : i + 1] for i in range(len(raw))]
     assert [e.data for e in iter_events(chunks)] == ['{"content": "안녕 こんにちは"}']

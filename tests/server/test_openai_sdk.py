@@ -19,8 +19,11 @@ WEATHER_TOOL = {
     "function": {
         "name": "get_weather",
         "description": "Weather for a city",
-        "parameters": {"type": "object", "properties": {"city": {"type": "string"}},
-                       "required": ["city"]},
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
     },
 }
 TOOL_REPLY = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Seoul"}}\n</tool_call>'
@@ -56,10 +59,14 @@ def test_chat(sdk):
 
 
 def test_streaming_with_usage(sdk):
-    chunks = list(sdk.chat.completions.create(
-        model="core-1-mini-chat", messages=MESSAGES, stream=True,
-        stream_options={"include_usage": True},
-    ))
+    chunks = list(
+        sdk.chat.completions.create(
+            model="core-1-mini-chat",
+            messages=MESSAGES,
+            stream=True,
+            stream_options={"include_usage": True},
+        )
+    )
     assert len({(c.id, c.created) for c in chunks}) == 1
     assert chunks[0].choices[0].delta.role == "assistant"
     assert "".join(c.choices[0].delta.content or "" for c in chunks if c.choices) == "Hello there."
@@ -78,8 +85,11 @@ def test_tool_calls_and_the_answer_round_trip(sdk, engine):
     engine.reply = "It is sunny in Seoul."
     answer = sdk.chat.completions.create(
         model="core-1-mini-chat",
-        messages=[*MESSAGES, message.model_dump(exclude_none=True),
-                  {"role": "tool", "tool_call_id": call.id, "content": '{"sky": "sunny"}'}],
+        messages=[
+            *MESSAGES,
+            message.model_dump(exclude_none=True),
+            {"role": "tool", "tool_call_id": call.id, "content": '{"sky": "sunny"}'},
+        ],
         tools=[WEATHER_TOOL],
     )
     assert answer.choices[0].message.content == "It is sunny in Seoul."
@@ -124,8 +134,11 @@ def test_errors_raise_the_sdk_exceptions(sdk, server):
     with pytest.raises(openai.BadRequestError, match="1 user message expected, found 2"):
         sdk.chat.completions.create(
             model="core-1-mini-groundedness-check",
-            messages=[{"role": "user", "content": "a"}, {"role": "user", "content": "b"},
-                      {"role": "assistant", "content": "c"}],
+            messages=[
+                {"role": "user", "content": "a"},
+                {"role": "user", "content": "b"},
+                {"role": "assistant", "content": "c"},
+            ],
         )
     with openai.OpenAI(base_url=f"{server.url}/v1/core", api_key="wrong", max_retries=0) as bad:
         with pytest.raises(openai.AuthenticationError):
@@ -143,7 +156,9 @@ async def test_async_streaming(server, engine):
         base_url=f"{server.url}/v1/core", api_key=API_KEY, max_retries=0
     ) as client:
         stream = await client.chat.completions.create(
-            model="core-1-mini-chat", messages=MESSAGES, stream=True,
+            model="core-1-mini-chat",
+            messages=MESSAGES,
+            stream=True,
             stream_options={"include_usage": True},
         )
         chunks = [chunk async for chunk in stream]

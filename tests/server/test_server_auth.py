@@ -16,8 +16,13 @@ from backend.server.settings import ServerSettings
 from tests.server.helpers import API_KEY, OTHER_KEY, fake_backend, start_server
 
 
-def raw_request(url: str, method: str, target: str, headers: dict[str, str] | None = None,
-                body: bytes | None = None) -> tuple[int, dict[str, str], bytes]:
+def raw_request(
+    url: str,
+    method: str,
+    target: str,
+    headers: dict[str, str] | None = None,
+    body: bytes | None = None,
+) -> tuple[int, dict[str, str], bytes]:
     """Send ``target`` exactly as written (httpx would normalise odd paths)."""
     parts = urlsplit(url)
     conn = http.client.HTTPConnection(parts.hostname, parts.port, timeout=10)
@@ -127,8 +132,12 @@ def test_unknown_path_outside_v1_is_a_404_error_object(server):
     status, _, raw = raw_request(server.url, "GET", "/nope")
     assert status == 404
     assert json.loads(raw) == {
-        "error": {"message": "unknown path: GET /nope", "type": "invalid_request_error",
-                  "param": None, "code": None}
+        "error": {
+            "message": "unknown path: GET /nope",
+            "type": "invalid_request_error",
+            "param": None,
+            "code": None,
+        }
     }
 
 

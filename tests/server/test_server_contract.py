@@ -26,15 +26,19 @@ GROUNDEDNESS = "core-1-mini-groundedness-check"
 MAX_TOKENS = 8
 ASK = {
     "model": CHAT,
-    "messages": [{"role": "system", "content": "Answer briefly."},
-                 {"role": "user", "content": "Name one primary colour."}],
+    "messages": [
+        {"role": "system", "content": "Answer briefly."},
+        {"role": "user", "content": "Name one primary colour."},
+    ],
     "temperature": 0,
     "max_tokens": MAX_TOKENS,
 }
 CHECK = {
     "model": GROUNDEDNESS,
-    "messages": [{"role": "user", "content": "The Eiffel Tower is in Paris and is 330 m tall."},
-                 {"role": "assistant", "content": "The Eiffel Tower is in Paris."}],
+    "messages": [
+        {"role": "user", "content": "The Eiffel Tower is in Paris and is 330 m tall."},
+        {"role": "assistant", "content": "The Eiffel Tower is in Paris."},
+    ],
     "temperature": 0,
 }
 TEXTS = ["How tall is the Eiffel Tower?", "에펠탑은 파리에 있다.", "Le ciel est bleu."]
@@ -159,23 +163,28 @@ def test_models(service, small_backend):
 ERRORS = {
     "two user messages": (
         {**CHECK, "messages": [{"role": "user", "content": "a"}, *CHECK["messages"]]},
-        BadRequestError, "invalid request: 1 user message expected, found 2",
+        BadRequestError,
+        "invalid request: 1 user message expected, found 2",
     ),
     "no assistant message": (
         {**CHECK, "messages": CHECK["messages"][:1]},
-        BadRequestError, "invalid request: 1 assistant message expected, found 0",
+        BadRequestError,
+        "invalid request: 1 assistant message expected, found 0",
     ),
     "empty user content": (
         {**CHECK, "messages": [{"role": "user", "content": ""}, CHECK["messages"][1]]},
-        BadRequestError, "invalid request: user message content is required",
+        BadRequestError,
+        "invalid request: user message content is required",
     ),
     "missing assistant content": (
         {**CHECK, "messages": [CHECK["messages"][0], {"role": "assistant"}]},
-        BadRequestError, "invalid request: assistant message content is required",
+        BadRequestError,
+        "invalid request: assistant message content is required",
     ),
     "unknown model": ({**ASK, "model": "core-2-huge"}, NotFoundError, None),
     "temperature out of range": (
-        {**ASK, "temperature": 2.5}, BadRequestError,
+        {**ASK, "temperature": 2.5},
+        BadRequestError,
         "invalid request: temperature: temperature must be between 0 and 2, got 2.5",
     ),
 }
@@ -209,7 +218,9 @@ async def test_async_errors_match(service, small_backend):
 
 
 def test_embedding_errors_match(service, small_backend):
-    for request in ({"model": "core-embedding-1-large-query", "input": ["ok", ""]},
-                    {"model": "core-embedding-1-large-query", "input": ["x"] * 101},
-                    {"model": "core-1-mini-chat", "input": "x"}):
+    for request in (
+        {"model": "core-embedding-1-large-query", "input": ["ok", ""]},
+        {"model": "core-embedding-1-large-query", "input": ["x"] * 101},
+        {"model": "core-1-mini-chat", "input": "x"},
+    ):
         assert _caught(service.embed, request).body == _caught(small_backend.embed, request).body

@@ -110,9 +110,7 @@ def test_body_growing_past_the_limit_without_length_is_413(serve):
             yield b"x" * 500
         yield b'"}]}'
 
-    response = httpx.post(
-        f"{running.url}/v1/core/chat/completions", content=chunks(), headers=AUTH
-    )
+    response = httpx.post(f"{running.url}/v1/core/chat/completions", content=chunks(), headers=AUTH)
     assert "content-length" not in response.request.headers
     assert response.status_code == 413
     assert _error(response)["type"] == "invalid_request_error"
@@ -126,7 +124,9 @@ def test_unexpected_failure_is_500_without_internals(serve):
     request_id = response.headers["x-request-id"]
     assert error == {
         "message": f"internal server error (request id {request_id})",
-        "type": "server_error", "param": None, "code": None,
+        "type": "server_error",
+        "param": None,
+        "code": None,
     }
     assert "secret" not in response.text and "Traceback" not in response.text
 
@@ -209,7 +209,9 @@ def test_a_request_past_the_timeout_is_504_and_keeps_its_place_until_the_model_s
         assert response.status_code == 504
         assert _error(response) == {
             "message": "the request ran past the server's request timeout",
-            "type": "timeout_error", "param": None, "code": None,
+            "type": "timeout_error",
+            "param": None,
+            "code": None,
         }
         assert running.context.limiter.active == 1  # the model thread still runs
     finally:

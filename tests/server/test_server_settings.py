@@ -15,8 +15,12 @@ def test_defaults():
 
 
 def test_environment_then_arguments():
-    env = {"CORE_SERVER_MAX_CONCURRENT": "2", "CORE_SERVER_MAX_QUEUED": "5",
-           "CORE_SERVER_REQUEST_TIMEOUT": "12.5", "CORE_SERVER_MAX_BODY_BYTES": "1000"}
+    env = {
+        "CORE_SERVER_MAX_CONCURRENT": "2",
+        "CORE_SERVER_MAX_QUEUED": "5",
+        "CORE_SERVER_REQUEST_TIMEOUT": "12.5",
+        "CORE_SERVER_MAX_BODY_BYTES": "1000",
+    }
     settings = ServerSettings.from_env(env=env, max_queued=9, request_timeout=None)
     assert (settings.max_concurrent, settings.max_queued) == (2, 9)
     assert settings.request_timeout == 12.5 and settings.max_body_bytes == 1000

@@ -42,8 +42,11 @@ def test_sigterm_drains_then_exits(tmp_path):
     env = {**os.environ, "CORE_API_KEYS": API_KEY, "PYTHONPATH": str(ROOT)}
     log = (tmp_path / "server.log").open("wb")
     process = subprocess.Popen(
-        [sys.executable, "-c", SERVE_ON_FAKES, str(port)], cwd=ROOT, env=env,
-        stdout=log, stderr=subprocess.STDOUT,
+        [sys.executable, "-c", SERVE_ON_FAKES, str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
     )
     url = f"http://{LOOPBACK}:{port}"
     try:
@@ -63,8 +66,11 @@ def test_sigterm_drains_then_exits(tmp_path):
             next(stream)
             process.send_signal(signal.SIGTERM)
             time.sleep(0.3)
-            refused = httpx.post(f"{url}/v1/core/chat/completions", json=request,
-                                 headers={"Authorization": f"Bearer {API_KEY}"})
+            refused = httpx.post(
+                f"{url}/v1/core/chat/completions",
+                json=request,
+                headers={"Authorization": f"Bearer {API_KEY}"},
+            )
             assert refused.status_code == 503
             content = "".join(c.choices[0].delta.content or "" for c in stream if c.choices)
             assert content == "Hello world"  # the in-flight stream finished

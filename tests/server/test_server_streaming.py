@@ -16,7 +16,9 @@ from tests.server.helpers import API_KEY, SlowChatEngine, fake_backend
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 CHAT = {
-    "model": "core-1-mini-chat", "messages": [{"role": "user", "content": "hi"}], "stream": True
+    "model": "core-1-mini-chat",
+    "messages": [{"role": "user", "content": "hi"}],
+    "stream": True,
 }
 
 
@@ -28,8 +30,9 @@ def _wait(condition, timeout: float = 5.0) -> None:
 
 
 def _raw_stream(url: str, body: dict) -> tuple[httpx.Response, str]:
-    with httpx.stream("POST", f"{url}/v1/core/chat/completions", json=body, headers=AUTH,
-                      timeout=30) as response:
+    with httpx.stream(
+        "POST", f"{url}/v1/core/chat/completions", json=body, headers=AUTH, timeout=30
+    ) as response:
         return response, response.read().decode()
 
 
@@ -81,8 +84,12 @@ def test_an_error_after_the_first_byte_is_one_error_event(serve):
     assert len(chunks) == 4  # the role chunk and three tokens
     request_id = response.headers["x-request-id"]
     assert json.loads(last.removeprefix("data: ")) == {
-        "error": {"message": f"internal server error (request id {request_id})",
-                  "type": "server_error", "param": None, "code": None}
+        "error": {
+            "message": f"internal server error (request id {request_id})",
+            "type": "server_error",
+            "param": None,
+            "code": None,
+        }
     }
     assert "[DONE]" not in text and "secret" not in text
 
@@ -115,8 +122,9 @@ async def test_the_async_client_raises_the_error_event(serve):
 
 
 def _disconnect_after(url: str, chunks: int) -> None:
-    with httpx.stream("POST", f"{url}/v1/core/chat/completions", json=CHAT, headers=AUTH,
-                      timeout=30) as response:
+    with httpx.stream(
+        "POST", f"{url}/v1/core/chat/completions", json=CHAT, headers=AUTH, timeout=30
+    ) as response:
         lines = response.iter_lines()
         seen = 0
         while seen < chunks:
@@ -167,8 +175,9 @@ def test_shutdown_drains_in_flight_streams_and_refuses_new_requests(serve):
     assert next(stream).choices[0].delta.role == "assistant"
     running.server.handle_exit(signal.SIGTERM, None)
     with httpx.Client(base_url=running.url, headers=AUTH) as http:
-        response = http.post("/v1/core/embeddings", json={"model": "core-embedding-1-large-query",
-                                                           "input": "x"})
+        response = http.post(
+            "/v1/core/embeddings", json={"model": "core-embedding-1-large-query", "input": "x"}
+        )
         assert response.status_code == 503
         assert response.json()["error"]["message"].startswith("the server is shutting down")
         assert http.get("/health").json() == {"status": "ok", "ready": False}
