@@ -1,0 +1,161 @@
+"""Calibrate the groundedness thresholds of a profile on the groundedness set.
+
+    .venv/bin/python -m benchmarks.eval.calibrate --profile small
+
+Runs the judge (``backend.groundedness``) on every pair, keeps each pair's support (the
+weakest claim's P(yes)) and writes them with the chosen thresholds to
+``calibration-<profile>.json``. The thresholds are chosen by ``choose_thresholds``; copy them
+into ``backend.config.PROFILE_GROUNDEDNESS_THRESHOLDS``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from benchmarks.eval import metrics
+from benchmarks.eval.run_eval import EVAL_DIR, load_jsonl, summarise_groundedness
+
+#: Most notSure verdicts tolerated on clear cases when widening the band.
+MAX_NOT_SURE_CLEAR = 0.08
+#: Balanced accuracy given up, at most, for a wider notSure band.
+ACCURACY_SLACK = 0.02
+
+
+def _clear_accuracy(rows: Sequence[dict[str, Any]], high: float, low: float) -> tuple[float, float]:
+    clear = [r for r in rows if r["clear"]]
+    verdicts = [metrics.threshold_verdict(r["support"], high, low) for r in clear]
+    accuracy = metrics.balanced_accuracy([r["label"] for r in clear], verdicts)
+    return accuracy, metrics.rate(verdicts, metrics.NOT_SURE)
+
+
+def choose_thresholds(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
+    """The (grounded_at, not_grounded_below) pair for these supports.
+
+    First the single cut with the best balanced accuracy on the clear cases (the midpoint
+    between neighbouring supports); then the widest notSure band around it that keeps
+    notSure on at most ``MAX_NOT_SURE_CLEAR`` of the clear cases and the accuracy within
+    ``ACCURACY_SLACK`` of the best, so notSure marks supports where clear cases of both
+    labels mix, not a hedge.
+    """
+    values = sorted({round(r["support"], 6) for r in rows if r["clear"]})
+    cuts = [(a + b) / 2 for a, b in zip(values, values[1:], strict=False)] or values
+    best_cut = max(cuts, key=lambda c: (_clear_accuracy(rows, c, c)[0], -abs(c - 0.5)))
+    best, _ = _clear_accuracy(rows, best_cut, best_cut)
+    chosen = (best_cut, best_cut)
+    for high in [c for c in cuts if c >= best_cut]:
+        for low in [c for c in cuts if c <= best_cut]:
+            accuracy, not_sure = _clear_accuracy(rows, high, low)
+            if (
+                accuracy >= best - ACCURACY_SLACK
+                and not_sure <= MAX_NOT_SURE_CLEAR
+                and high - low > chosen[0] - chosen[1]
+            ):
+                chosen = (high, low)
+    accuracy, not_sure = _clear_accuracy(rows, *chosen)
+    return {
+        "grounded_at": round(chosen[0], 4),
+        "not_grounded_below": round(chosen[1], 4),
+        "balanced_accuracy": accuracy,
+        "not_sure_rate_clear": not_sure,
+        "best_single_cut_accuracy": best,
+    }
+
+
+def cross_validated_accuracy(
+    rows: Sequence[dict[str, Any]], folds: int = 5, seeds: int = 10
+) -> float:
+    """Balanced accuracy on the clear pairs with thresholds chosen without the pair judged.
+
+    The thresholds are fitted on the same set they are reported on; this is the estimate
+    for pairs the calibration never saw: ``folds``-fold, averaged over ``seeds`` shuffles.
+    """
+    clear = [r for r in rows if r["clear"]]
+    scores = []
+    for seed in range(seeds):
+        order = list(range(len(clear)))
+        random.Random(seed).shuffle(order)
+        verdicts = [""] * len(clear)
+        for fold in range(folds):
+            held_out = set(order[fold::folds])
+            chosen = choose_thresholds([r for i, r in enumerate(clear) if i not in held_out])
+            for i in held_out:
+                verdicts[i] = metrics.threshold_verdict(
+                    clear[i]["support"], chosen["grounded_at"], chosen["not_grounded_below"]
+                )
+        scores.append(metrics.balanced_accuracy([r["label"] for r in clear], verdicts))
+    return sum(scores) / len(scores)
+
+
+def collect_supports(profile: str, limit: int | None = None) -> list[dict[str, Any]]:
+    from backend.config import EngineConfig
+    from backend.engines.loader import load_chat_engine, load_groundedness_engine
+    from backend.groundedness import GroundednessJudge
+
+    config = EngineConfig.from_env(profile=profile)
+    judge = GroundednessJudge(load_groundedness_engine(config, load_chat_engine(config)))
+    rows = []
+    for case in load_jsonl("groundedness.jsonl")[:limit]:
+        started = time.perf_counter()
+        judgement = judge.judge(case["context"], case["response"])
+        rows.append(
+            {
+                "id": case["id"],
+                "label": case["label"],
+                "clear": case["clear"],
+                "long_context": case["long_context"],
+                "support": judgement.support,
+                "claims": [list(c) for c in judgement.claims],
+                "prompt_tokens": judgement.prompt_tokens,
+                "seconds": time.perf_counter() - started,
+            }
+        )
+        print(f"{case['id']} {case['label']:<12} {judgement.support:.3f}", flush=True)
+    return rows
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", choices=("default", "small"), default="small")
+    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--supports", type=Path, default=None, help="reuse a calibration file")
+    args = parser.parse_args(argv)
+    out = EVAL_DIR / f"calibration-{args.profile}.json"
+    if args.supports:
+        rows = json.loads(args.supports.read_text(encoding="utf-8"))["pairs"]
+    else:
+        rows = collect_supports(args.profile, args.limit)
+    chosen = choose_thresholds(rows)
+    chosen["cross_validated_balanced_accuracy"] = cross_validated_accuracy(rows)
+    summary = summarise_at(rows, chosen["grounded_at"], chosen["not_grounded_below"])
+    report = {"profile": args.profile, **chosen, "summary_at_thresholds": summary, "pairs": rows}
+    out.write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps({**chosen, "summary_at_thresholds": summary}, indent=1))
+    return 0
+
+
+def summarise_at(rows: Sequence[dict[str, Any]], high: float, low: float) -> dict[str, Any]:
+    """The groundedness figures of ``run_eval`` for these supports under these thresholds:
+    the verdicts the service gives, since the judge is deterministic."""
+    cases = {c["id"]: c for c in load_jsonl("groundedness.jsonl")}
+    return summarise_groundedness(
+        [
+            {
+                **cases[r["id"]],
+                "verdict": metrics.threshold_verdict(r["support"], high, low),
+                "seconds": r["seconds"],
+                "prompt_tokens": r["prompt_tokens"],
+            }
+            for r in rows
+        ]
+    )
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,314 @@
+"""Quality evaluation of a profile through the public ``Backend`` interface.
+
+    .venv/bin/python -m benchmarks.eval.run_eval --profile small
+
+Runs the groundedness, tool-call and retrieval sets of this folder against an
+``InProcessBackend`` for the profile, prints a table and writes ``results-<profile>.json``
+(figures and every case's outcome). ``--sections`` and ``--limit`` run part of it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import sys
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from benchmarks.eval import metrics
+from benchmarks.eval.metrics import GROUNDED, NOT_GROUNDED, NOT_SURE
+
+EVAL_DIR = Path(__file__).resolve().parent
+CHAT_MODEL = "core-1-mini-chat"
+GROUNDEDNESS_MODEL = "core-1-mini-groundedness-check"
+QUERY_MODEL = "core-embedding-1-large-query"
+PASSAGE_MODEL = "core-embedding-1-large-passage"
+SECTIONS = ("groundedness", "tools", "retrieval")
+TOOL_MAX_TOKENS = 160
+EMBED_BATCH = 32
+
+
+def load_jsonl(name: str) -> list[dict[str, Any]]:
+    with open(EVAL_DIR / name, encoding="utf-8") as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def load_tools() -> dict[str, dict[str, Any]]:
+    """The tool definitions by function name (OpenAI ``{"type": "function", ...}`` shape)."""
+    with open(EVAL_DIR / "tools.json", encoding="utf-8") as f:
+        return {tool["function"]["name"]: tool for tool in json.load(f)}
+
+
+# ------------------------------------------------------------------ groundedness
+
+
+def evaluate_groundedness(backend: Any, cases: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """One check per case; balanced accuracy over the clear grounded/notGrounded cases."""
+    rows = []
+    for case in cases:
+        started = time.perf_counter()
+        reply = backend.chat(
+            {
+                "model": GROUNDEDNESS_MODEL,
+                "messages": [
+                    {"role": "user", "content": case["context"]},
+                    {"role": "assistant", "content": case["response"]},
+                ],
+            }
+        )
+        rows.append(
+            {
+                "id": case["id"],
+                "label": case["label"],
+                "verdict": reply.choices[0].message.content,
+                "seconds": time.perf_counter() - started,
+                "prompt_tokens": reply.usage.prompt_tokens,
+                "language": case["language"],
+                "category": case["category"],
+                "long_context": case["long_context"],
+                "clear": case["clear"],
+            }
+        )
+    return {"summary": summarise_groundedness(rows), "cases": rows}
+
+
+def summarise_groundedness(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def accuracy(selected: Sequence[dict[str, Any]]) -> float:
+        labelled = [r for r in selected if r["label"] in (GROUNDED, NOT_GROUNDED)]
+        return metrics.balanced_accuracy(
+            [r["label"] for r in labelled], [r["verdict"] for r in labelled]
+        )
+
+    clear = [r for r in rows if r["clear"]]
+    ambiguous = [r for r in rows if not r["clear"]]
+    long_rows = [r for r in rows if r["long_context"]]
+    short_rows = [r for r in rows if not r["long_context"]]
+    return {
+        "cases": len(rows),
+        "balanced_accuracy": accuracy(clear),
+        "balanced_accuracy_by_language": {
+            lang: accuracy([r for r in clear if r["language"] == lang])
+            for lang in sorted({r["language"] for r in clear})
+        },
+        "balanced_accuracy_long_context": accuracy([r for r in clear if r["long_context"]]),
+        "accuracy_by_category": {
+            cat: metrics.mean(
+                [float(r["verdict"] == r["label"]) for r in clear if r["category"] == cat]
+            )
+            for cat in sorted({r["category"] for r in clear})
+        },
+        "not_sure_rate_clear": metrics.rate([r["verdict"] for r in clear], NOT_SURE),
+        "not_sure_rate_ambiguous": metrics.rate([r["verdict"] for r in ambiguous], NOT_SURE),
+        "seconds_per_check": metrics.mean([r["seconds"] for r in rows]),
+        "seconds_per_check_short": metrics.mean([r["seconds"] for r in short_rows]),
+        "seconds_per_check_long": metrics.mean([r["seconds"] for r in long_rows]),
+        "prompt_tokens_per_check_long": metrics.mean([r["prompt_tokens"] for r in long_rows]),
+    }
+
+
+# ------------------------------------------------------------------ tool calls
+
+_CALL_SHAPE = re.compile(r"<tool_call>|\"name\"\s*:\s*\"(?P<name>[^\"]+)\"")
+
+
+def unparsed_call_in(content: str | None, tool_names: Sequence[str]) -> bool:
+    """Whether text left as content still looks like a tool call the parser missed."""
+    for match in _CALL_SHAPE.finditer(content or ""):
+        if match.group("name") is None or match.group("name") in tool_names:
+            return True
+    return False
+
+
+def evaluate_tools(
+    backend: Any, cases: Sequence[dict[str, Any]], tools: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """One greedy chat request per case with its tools offered (tool_choice auto)."""
+    functions = {name: tool["function"] for name, tool in tools.items()}
+    outcomes, rows = [], []
+    for case in cases:
+        started = time.perf_counter()
+        reply = backend.chat(
+            {
+                "model": CHAT_MODEL,
+                "messages": [{"role": "user", "content": case["prompt"]}],
+                "tools": [tools[name] for name in case["tools"]],
+                "temperature": 0,
+                "max_tokens": TOOL_MAX_TOKENS,
+            }
+        )
+        message = reply.choices[0].message
+        calls = [(c.function.name, c.function.arguments) for c in message.tool_calls or []]
+        outcome = metrics.judge_tool_case(case["expected"], calls, functions)
+        if unparsed_call_in(message.content, case["tools"]):
+            outcome = metrics.ToolOutcome(**{**outcome.__dict__, "parsed": False})
+        outcomes.append(outcome)
+        rows.append(
+            {
+                "id": case["id"],
+                "language": case["language"],
+                "expected": case["expected"],
+                "calls": [{"name": n, "arguments": a} for n, a in calls],
+                "content": message.content,
+                "seconds": time.perf_counter() - started,
+                **outcome.__dict__,
+            }
+        )
+    summary = metrics.summarise_tool_outcomes(outcomes)
+    summary["seconds_per_case"] = metrics.mean([r["seconds"] for r in rows])
+    return {"summary": summary, "cases": rows}
+
+
+# ------------------------------------------------------------------ retrieval
+
+
+def _embed(backend: Any, model: str, texts: Sequence[str]) -> np.ndarray:
+    vectors = []
+    for start in range(0, len(texts), EMBED_BATCH):
+        reply = backend.embed({"model": model, "input": list(texts[start : start + EMBED_BATCH])})
+        vectors.extend(item.embedding for item in reply.data)
+    matrix = np.asarray(vectors, dtype=np.float32)
+    return matrix / np.linalg.norm(matrix, axis=1, keepdims=True)
+
+
+def evaluate_retrieval(
+    backend: Any, corpus: Sequence[dict[str, Any]], queries: Sequence[dict[str, Any]]
+) -> dict[str, Any]:
+    """Rank the whole corpus for each query by cosine similarity of query and passage vectors."""
+    started = time.perf_counter()
+    passages = _embed(backend, PASSAGE_MODEL, [p["text"] for p in corpus])
+    asked = _embed(backend, QUERY_MODEL, [q["query"] for q in queries])
+    ids = [p["id"] for p in corpus]
+    rows = []
+    for query, scores in zip(queries, asked @ passages.T, strict=True):
+        ranked = [ids[i] for i in np.argsort(-scores)]
+        rows.append(
+            {
+                "id": query["id"],
+                "language": query["language"],
+                "gold": query["gold"],
+                "top3": ranked[:3],
+                "rank": metrics.first_gold_rank(ranked, query["gold"]),
+            }
+        )
+    ranks = [r["rank"] for r in rows]
+    summary = {
+        "queries": len(rows),
+        "passages": len(corpus),
+        "recall_at_1": metrics.recall_at_1(ranks),
+        "mrr": metrics.mean_reciprocal_rank(ranks),
+        "recall_at_1_by_language": {
+            lang: metrics.recall_at_1([r["rank"] for r in rows if r["language"] == lang])
+            for lang in sorted({r["language"] for r in rows})
+        },
+        "seconds": time.perf_counter() - started,
+    }
+    return {"summary": summary, "cases": rows}
+
+
+# ------------------------------------------------------------------ report
+
+
+def _figure(value: Any) -> str:
+    if isinstance(value, float):
+        return "n/a" if value != value else f"{value:.3f}"
+    return str(value)
+
+
+def format_table(results: dict[str, Any]) -> str:
+    """The headline figures of one profile as a plain-text table."""
+    lines = [
+        f"profile {results['profile']} (chat engine {results['chat_engine']}, groundedness "
+        f"read by {results.get('groundedness_engine', 'chat')})"
+    ]
+    picks: dict[str, Sequence[str]] = {
+        "groundedness": (
+            "cases",
+            "balanced_accuracy",
+            "balanced_accuracy_long_context",
+            "not_sure_rate_clear",
+            "not_sure_rate_ambiguous",
+            "seconds_per_check_short",
+            "seconds_per_check_long",
+        ),
+        "tools": (
+            "cases",
+            "parse_rate",
+            "schema_valid_rate",
+            "right_function",
+            "right_arguments",
+            "false_call_rate",
+            "seconds_per_case",
+        ),
+        "retrieval": ("queries", "passages", "recall_at_1", "mrr"),
+    }
+    for section, keys in picks.items():
+        if section not in results:
+            continue
+        summary = results[section]["summary"]
+        for key in keys:
+            lines.append(f"  {section:<13} {key:<32} {_figure(summary[key]):>8}")
+    return "\n".join(lines)
+
+
+def run(
+    profile: str,
+    sections: Sequence[str] = SECTIONS,
+    limit: int | None = None,
+    log: Callable[[str], None] = print,
+) -> dict[str, Any]:
+    from backend.engines.loader import chat_engine_kind, groundedness_engine_kind
+    from backend.inprocess import InProcessBackend
+
+    backend = InProcessBackend(profile=profile)
+    results: dict[str, Any] = {
+        "profile": profile,
+        "chat_model": backend.config.chat_model,
+        "chat_engine": chat_engine_kind(backend.config),
+        "groundedness_engine": groundedness_engine_kind(backend.config),
+        "grounded_at": backend.config.grounded_at,
+        "not_grounded_below": backend.config.not_grounded_below,
+        "machine": platform.machine(),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    try:
+        if "groundedness" in sections:
+            cases = load_jsonl("groundedness.jsonl")[:limit]
+            log(f"groundedness: {len(cases)} pairs")
+            results["groundedness"] = evaluate_groundedness(backend, cases)
+        if "tools" in sections:
+            cases = load_jsonl("tool_calls.jsonl")[:limit]
+            log(f"tool calls: {len(cases)} cases")
+            results["tools"] = evaluate_tools(backend, cases, load_tools())
+        if "retrieval" in sections:
+            log("retrieval")
+            results["retrieval"] = evaluate_retrieval(
+                backend, load_jsonl("retrieval_corpus.jsonl"), load_jsonl("retrieval_queries.jsonl")
+            )
+    finally:
+        backend.close()
+    return results
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", choices=("default", "small"), default="small")
+    parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument("--limit", type=int, default=None, help="first N cases of each set")
+    parser.add_argument("--out", type=Path, default=None, help="default: results-<profile>.json")
+    args = parser.parse_args(argv)
+    results = run(args.profile, args.sections, args.limit)
+    out = args.out or EVAL_DIR / f"results-{args.profile}.json"
+    out.write_text(json.dumps(results, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(format_table(results))
+    print(f"written: {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
