@@ -1,0 +1,97 @@
+"""``make bench``: every side-by-side figure in one run, printed and written to results.json.
+
+python -m benchmarks.run [--profile default|small] [--repeats 3] [--only name ...]
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import platform
+from pathlib import Path
+
+from benchmarks import chat, embeddings, machine, serving
+from benchmarks.measure import Figure, print_table, write_results
+from benchmarks.server_process import running_server
+
+RESULTS = Path(__file__).with_name("results.json")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", choices=["default", "small"], default="default")
+    parser.add_argument("--repeats", type=int, default=3, help="repetitions per figure (median)")
+    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument(
+        "--only",
+        nargs="*",
+        choices=["machine", "chat", "embeddings", "server"],
+        help="run only these groups (default: all)",
+    )
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+    groups = set(args.only or ["machine", "chat", "embeddings", "server"])
+
+    from backend.config import PROFILE_CHAT_MODELS
+    from backend.inprocess import InProcessBackend
+    from backend.weights.embedded_chat import EMBEDDED_CHAT_MODELS
+
+    model_name = PROFILE_CHAT_MODELS[args.profile]
+    print(
+        f"core-textmodels benchmarks: profile {args.profile} ({model_name}), "
+        f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
+        f"{args.repeats} repetitions, medians\n",
+        flush=True,
+    )
+    figures: list[Figure] = []
+
+    def done(*new: Figure) -> None:
+        figures.extend(new)
+        print_table(list(new))
+        print(flush=True)
+
+    if "machine" in groups:
+        done(*machine.start_figures(args.profile))
+    backend = InProcessBackend(profile=args.profile)
+    backend.warmup()
+    if "chat" in groups:
+        single = chat.single_stream_figures(backend, model_name, args.repeats)
+        done(*single)
+        if "machine" in groups:
+            done(
+                machine.bandwidth_figure(
+                    machine.memory_read_bandwidth(),
+                    EMBEDDED_CHAT_MODELS[model_name].size,
+                    single[0].ours,
+                )
+            )
+    if "embeddings" in groups:
+        done(embeddings.inprocess_vs_sentence_transformers(args.repeats))
+    if "server" in groups:
+        # The server's default settings: 16 model places, so 16 clients run at once.
+        with running_server(args.profile) as server:
+            done(embeddings.server_concurrent_vs_sequential(server, args.repeats))
+            done(*serving.chat_concurrent_vs_single(server, args.repeats))
+            done(serving.chat_ttft_server_vs_inprocess(server, backend, args.repeats))
+            done(
+                Figure(
+                    "server_peak_rss",
+                    "MiB",
+                    None,
+                    server.peak_rss_mib(),
+                    "report",
+                    "the server process, default settings, after the runs above",
+                )
+            )
+    backend.close()
+
+    print("All figures:\n")
+    print_table(figures)
+    write_results(figures, args.output)
+    print(f"\nwritten to {args.output}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
