@@ -2,8 +2,10 @@
 shared session backend) and through a real HTTP server on a loopback port.
 
 Generation is kept short so the suites stay fast on a CPU: temperature 0, 8 new tokens where
-any text will do, more where a whole tool call or JSON object must fit. xfails name a
-limitation of the local 0.5B chat model, never an adapter bug.
+any text will do, more where a whole tool call or JSON object must fit. No xfails: the two
+tests the 0.5B model used to fail (inventing a tool name under tool_choice='any', copying a
+no-argument tool's schema into its arguments) pass since calls are decoded under the tools'
+schemas.
 """
 
 from __future__ import annotations
@@ -72,20 +74,6 @@ class _ChatSuite(ChatModelIntegrationTests):
     @property
     def model_override_value(self) -> str:
         return "core-1-mini-chat-ja"
-
-    @pytest.mark.xfail(
-        reason="the 0.5B model, made to call some tool (tool_choice='any') on a bare "
-        "'Hello!', invents a tool name ('hello') instead of choosing a bound tool"
-    )
-    def test_tool_choice(self, model: BaseChatModel) -> None:
-        super().test_tool_choice(model)
-
-    @pytest.mark.xfail(
-        reason="the 0.5B model copies a no-argument tool's parameter schema "
-        "({'type': 'object', 'properties': {}}) into the call's arguments"
-    )
-    def test_tool_calling_with_no_arguments(self, model: BaseChatModel) -> None:
-        super().test_tool_calling_with_no_arguments(model)
 
 
 class TestChatCoreInProcess(_InProcess, _ChatSuite):
