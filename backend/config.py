@@ -17,9 +17,8 @@ Environment variables (arguments to ``connect`` / ``EngineConfig.from_env`` win)
 * ``CORE_CHAT_PARALLEL``: chat requests the llama.cpp engine decodes together (default 8).
 * ``CORE_GROUNDEDNESS_ENGINE``: ``auto`` (default), ``chat`` or ``transformers``: what reads the
   groundedness judge's prompts. ``auto`` picks a bf16 transformers copy of the chat model when
-  the chat model runs on llama.cpp on a CPU with native bf16 (AVX512-BF16 or AMX), which
-  evaluates prompts faster there (the judge only evaluates prompts, and its thresholds were
-  calibrated on that reader); otherwise the chat engine itself.
+  the chat model runs on llama.cpp on a CPU with AMX, which evaluates prompts about four times
+  faster there (the judge only evaluates prompts); otherwise the chat engine itself.
 * ``CORE_CHAT_DTYPE`` / ``CORE_EMBEDDING_DTYPE``: ``float32``, ``bfloat16``, ``float16`` or
   ``auto`` (default: bf16 where the hardware computes in it, else float32).
 * ``CORE_CACHE_DIR``: where converted weights are kept (see ``backend.weights.cache``).

@@ -87,10 +87,10 @@ def test_the_engine_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.mark.parametrize(
-    ("chat_model", "chat_engine", "setting", "native_bf16", "expected"),
+    ("chat_model", "chat_engine", "setting", "amx", "expected"),
     [
-        (EMBEDDED, "auto", "auto", True, "transformers"),  # native bf16: a bf16 copy
-        (EMBEDDED, "auto", "auto", False, "chat"),  # torch would emulate bf16: llama.cpp
+        (EMBEDDED, "auto", "auto", True, "transformers"),  # llama.cpp chat, AMX: a bf16 copy
+        (EMBEDDED, "auto", "auto", False, "chat"),  # no AMX: llama.cpp is as fast
         ("/models/mine.Q4_K_M.gguf", "auto", "auto", True, "chat"),  # transformers cannot load it
         (EMBEDDED, "transformers", "auto", True, "chat"),  # the chat engine is transformers
         (EMBEDDED, "auto", "chat", True, "chat"),
@@ -98,12 +98,12 @@ def test_the_engine_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch):
     ],
 )
 def test_what_reads_the_groundedness_prompts(
-    llama_cpp_installed, monkeypatch, chat_model, chat_engine, setting, native_bf16, expected
+    llama_cpp_installed, monkeypatch, chat_model, chat_engine, setting, amx, expected
 ):
     from backend.engines import torch_placement
 
     llama_cpp_installed(True)
-    monkeypatch.setattr(torch_placement, "cpu_has_native_bf16", lambda: native_bf16)
+    monkeypatch.setattr(torch_placement, "cpu_has_amx", lambda: amx)
     config = EngineConfig(
         chat_model=chat_model, chat_engine=chat_engine, groundedness_engine=setting
     )
@@ -118,7 +118,7 @@ def test_a_chat_engine_put_in_place_of_llama_cpp_reads_the_judge_prompts_itself(
     from backend.engines import torch_placement
 
     llama_cpp_installed(True)
-    monkeypatch.setattr(torch_placement, "cpu_has_native_bf16", lambda: True)
+    monkeypatch.setattr(torch_placement, "cpu_has_amx", lambda: True)
     config = EngineConfig(chat_model=EMBEDDED, groundedness_engine="auto")
     assert loader.groundedness_engine_kind(config) == "transformers"
     plug_in = EchoChatEngine()

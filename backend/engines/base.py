@@ -54,8 +54,8 @@ class ChatEngine(abc.ABC):
     #: otherwise callers take turns.
     thread_safe: bool = False
     #: Whether prompts are evaluated with quantized CPU kernels that a bf16 copy of the model
-    #: beats on CPUs with native bf16 (llama.cpp's); the groundedness judge, which only
-    #: evaluates prompts, then reads with such a copy (``loader.groundedness_engine_kind``).
+    #: beats on AMX CPUs (llama.cpp's); the groundedness judge, which only evaluates prompts,
+    #: then reads with such a copy (see ``loader.groundedness_engine_kind``).
     quantized_prompt_evaluation: bool = False
 
     @abc.abstractmethod

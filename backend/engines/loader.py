@@ -66,13 +66,15 @@ def groundedness_engine_kind(config: EngineConfig) -> str:
     """``chat`` (the chat engine reads the judge's prompts) or ``transformers`` (a bf16
     transformers copy of the chat model does).
 
-    The judge only evaluates prompts, never decodes. On a CPU that computes in bf16 natively,
-    torch's bf16 matmuls evaluate them faster than llama.cpp's 4-bit kernels (1.5B model,
-    2 cores, 450-token prompts: 450 vs 98 tokens/s with AMX, 64 vs 46 with AVX512-BF16 only),
-    and the groundedness thresholds were calibrated on that reader; so ``auto`` loads the copy
-    there when the chat model runs on llama.cpp. Elsewhere torch would emulate bf16, and the
-    chat engine reads the prompts without a second copy (same thresholds: on our set its
-    balanced accuracy was 0.899 against the copy's 0.902).
+    The judge only evaluates prompts, never decodes. On a CPU with AMX, torch's bf16 matmuls
+    evaluate them about four times faster than llama.cpp's 4-bit kernels (measured: 450 vs 98
+    tokens/s for the 1.5B model on 2 cores), so ``auto`` loads the copy there when the chat
+    model runs on llama.cpp; elsewhere the chat engine is as fast and no second copy is kept.
+    With AVX512-BF16 but no AMX (an AMD EPYC, 2 cores) the copy evaluated one prompt only 1.4
+    times faster (64 vs 46 tokens/s), and over the evaluation set it was slower end to end,
+    because llama.cpp reuses the cached prefix that the judge's prompts share (worked examples,
+    the document chunk) and the copy re-reads it; its balanced accuracy was no better (0.895
+    vs 0.899), so such CPUs keep the chat engine.
     """
     chat_kind = chat_engine_kind(config)
     if config.groundedness_engine == "transformers":
@@ -86,10 +88,9 @@ def groundedness_engine_kind(config: EngineConfig) -> str:
         return "transformers"
     if config.groundedness_engine == "chat" or chat_kind != "llama.cpp":
         return "chat"
-    from backend.engines.torch_placement import cpu_has_native_bf16
+    from backend.engines.torch_placement import cpu_has_amx
 
-    native = cpu_has_native_bf16()
-    return "transformers" if not _is_gguf_file(config.chat_model) and native else "chat"
+    return "transformers" if not _is_gguf_file(config.chat_model) and cpu_has_amx() else "chat"
 
 
 def load_groundedness_engine(config: EngineConfig, chat_engine: ChatEngine) -> ChatEngine:
