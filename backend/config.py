@@ -37,16 +37,31 @@ PROFILE_CHAT_MODELS = {
     "small": "qwen2.5-coder-0.5b-instruct",
 }
 DEFAULT_EMBEDDING_MODEL = "multilingual-e5-small"
-#: Groundedness thresholds (grounded_at, not_grounded_below) for each profile's chat model,
-#: calibrated on benchmarks/eval/groundedness.jsonl with ``python -m benchmarks.eval.calibrate``
-#: (benchmarks/eval/calibration-<profile>.json); between them the verdict is notSure.
-PROFILE_GROUNDEDNESS_THRESHOLDS = {
-    # Balanced accuracy on the clear pairs 0.902 at these thresholds (0.888 cross-validated),
-    # notSure on 2.3% of them.
-    "default": (0.7174, 0.6863),
-    # 0.725 (0.698 cross-validated), notSure on 3.1%: the 0.5B model cannot do much better.
-    "small": (0.5165, 0.5023),
+#: Groundedness thresholds (grounded_at, not_grounded_below) for each profile's chat model and
+#: each kind of reader of the judge's prompts, calibrated on benchmarks/eval/groundedness.jsonl
+#: with ``python -m benchmarks.eval.calibrate`` (benchmarks/eval/calibration-<profile>-<reader>
+#: .json); between them the verdict is notSure. The readers differ: llama.cpp reads the 4-bit
+#: GGUF weights, transformers the bf16 (or float32) ones, and their P(yes) shift a little, so
+#: each reader has its own pair.
+GROUNDEDNESS_THRESHOLDS = {
+    # Balanced accuracy on the clear pairs at these thresholds (cross-validated in brackets)
+    # and notSure on the clear pairs: bf16 reader 0.902 (0.888), 2.3%; llama.cpp 0.899
+    # (0.885), 2.3%.
+    ("default", "transformers"): (0.7174, 0.6863),
+    ("default", "llama.cpp"): (0.7254, 0.6819),
+    # bf16 0.725 (0.698), 3.1%; llama.cpp 0.739 (0.709), 1.5%: the 0.5B model cannot do much
+    # better.
+    ("small", "transformers"): (0.5165, 0.5023),
+    ("small", "llama.cpp"): (0.5307, 0.5211),
 }
+
+
+def groundedness_thresholds(profile: str, reader: str) -> tuple[float, float]:
+    """The calibrated (grounded_at, not_grounded_below) for a profile's model read by ``reader``
+    (``llama.cpp`` or ``transformers``)."""
+    return GROUNDEDNESS_THRESHOLDS[(profile, reader)]
+
+
 #: P(yes) below which a call that ``tool_choice: auto`` generated is dropped as unwanted, per
 #: profile (``backend.call_check``); None: no check (the 0.5B model cannot tell).
 PROFILE_TOOL_CALL_CHECK = {"default": 0.4, "small": None}
@@ -66,9 +81,10 @@ class EngineConfig:
     embedding_dtype: str | None = None
     prefixes: EmbeddingPrefixes = field(default_factory=EmbeddingPrefixes)
     #: P(yes) at or above which a response is grounded, and below which it is not
-    #: (see ``backend.groundedness``); in between the verdict is notSure.
-    grounded_at: float = 0.45
-    not_grounded_below: float = 0.40
+    #: (see ``backend.groundedness``); in between the verdict is notSure. None: the pair
+    #: calibrated for the profile and the reader actually loaded (``groundedness_thresholds``).
+    grounded_at: float | None = None
+    not_grounded_below: float | None = None
     #: See ``PROFILE_TOOL_CALL_CHECK``.
     tool_call_check_below: float | None = None
 
@@ -95,8 +111,6 @@ class EngineConfig:
         config = cls(
             profile=profile,
             chat_model=env.get("CORE_CHAT_MODEL") or PROFILE_CHAT_MODELS[profile],
-            grounded_at=PROFILE_GROUNDEDNESS_THRESHOLDS[profile][0],
-            not_grounded_below=PROFILE_GROUNDEDNESS_THRESHOLDS[profile][1],
             tool_call_check_below=PROFILE_TOOL_CALL_CHECK[profile],
             embedding_model=env.get("CORE_EMBEDDING_MODEL") or DEFAULT_EMBEDDING_MODEL,
             device=env.get("CORE_DEVICE") or None,

@@ -21,8 +21,9 @@
 * ``notGrounded`` when support < ``not_grounded_below``;
 * ``notSure`` in between: the model is torn, so we say so instead of guessing.
 
-The thresholds are calibrated per profile on ``benchmarks/eval/groundedness.jsonl`` (see
-``backend.config``). The request's temperature is validated but does not change the verdict.
+The thresholds are calibrated per profile and per reader of the prompts on
+``benchmarks/eval/groundedness.jsonl`` (see ``backend.config``). The request's temperature is
+validated but does not change the verdict.
 """
 
 from __future__ import annotations

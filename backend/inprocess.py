@@ -19,7 +19,7 @@ from backend.batching import CombiningRunner
 from backend.catalogue import InputType, ModelCard, Operation, resolve_model, serving_card
 from backend.chat_prompt import render_prompt
 from backend.chat_responses import fold_completion, stream_chunks
-from backend.config import EngineConfig
+from backend.config import EngineConfig, groundedness_thresholds
 from backend.embedding_service import EmbeddingService
 from backend.engines.base import ChatEngine, EmbeddingEngine, SamplingParams
 from backend.errors import BadRequestError
@@ -235,12 +235,25 @@ class InProcessBackend(Backend):
 
     def _groundedness_judge(self) -> GroundednessJudge:
         if self._judge is None:
+            grounded_at, not_grounded_below = self.groundedness_thresholds()
             self._judge = GroundednessJudge(
                 self._scorer.get(),
-                grounded_at=self.config.grounded_at,
-                not_grounded_below=self.config.not_grounded_below,
+                grounded_at=grounded_at,
+                not_grounded_below=not_grounded_below,
             )
         return self._judge
+
+    def groundedness_thresholds(self) -> tuple[float, float]:
+        """The judge's (grounded_at, not_grounded_below): the configured ones, else those
+        calibrated for the profile and the engine that reads the judge's prompts (loaded now)."""
+        reader = "llama.cpp" if self._scorer.get().quantized_prompt_evaluation else "transformers"
+        calibrated = groundedness_thresholds(self.config.profile, reader)
+        return (
+            calibrated[0] if self.config.grounded_at is None else self.config.grounded_at,
+            calibrated[1]
+            if self.config.not_grounded_below is None
+            else self.config.not_grounded_below,
+        )
 
     def chat(self, request: ChatRequestLike) -> ChatCompletion:
         prepared = self._prepare_chat(request)

@@ -138,3 +138,42 @@ def test_the_groundedness_engine_comes_from_the_environment(monkeypatch: pytest.
     monkeypatch.setenv("CORE_GROUNDEDNESS_ENGINE", "gpu")
     with pytest.raises(ValueError, match="unknown groundedness engine 'gpu'"):
         EngineConfig.from_env()
+
+
+@pytest.mark.parametrize("profile", ["default", "small"])
+@pytest.mark.parametrize(("quantized", "reader"), [(True, "llama.cpp"), (False, "transformers")])
+def test_the_judge_uses_the_thresholds_calibrated_for_its_reader(profile, quantized, reader):
+    """llama.cpp (4-bit) and transformers (bf16) give slightly different P(yes)."""
+    from backend.config import groundedness_thresholds
+    from backend.inprocess import InProcessBackend
+    from tests.fakes import CharCountEmbeddingEngine
+
+    engine = EchoChatEngine()
+    engine.quantized_prompt_evaluation = quantized
+    service = InProcessBackend(
+        profile=profile, chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+    )
+    assert service.groundedness_thresholds() == groundedness_thresholds(profile, reader)
+
+
+def test_configured_thresholds_win_over_the_calibrated_ones():
+    from backend.inprocess import InProcessBackend
+    from tests.fakes import CharCountEmbeddingEngine
+
+    service = InProcessBackend(
+        chat_engine=EchoChatEngine(),
+        embedding_engine=CharCountEmbeddingEngine(),
+        grounded_at=1.0,  # nothing is grounded and nothing is not: every verdict is notSure
+        not_grounded_below=0.0,
+    )
+    assert service.groundedness_thresholds() == (1.0, 0.0)
+    verdict = service.chat(
+        {
+            "model": "core-1-mini-groundedness-check",
+            "messages": [
+                {"role": "user", "content": "The sky is blue."},
+                {"role": "assistant", "content": "The sky is blue."},
+            ],
+        }
+    )
+    assert verdict.choices[0].message.content == "notSure"  # the fake's P(yes) is 0.999

@@ -4,8 +4,10 @@
 
 Runs the judge (``backend.groundedness``) on every pair, keeps each pair's support (the
 weakest claim's P(yes)) and writes them with the chosen thresholds to
-``calibration-<profile>.json``. The thresholds are chosen by ``choose_thresholds``; copy them
-into ``backend.config.PROFILE_GROUNDEDNESS_THRESHOLDS``.
+``calibration-<profile>-<reader>.json``, where the reader is what evaluated the judge's prompts
+on this machine (``llama.cpp`` or ``transformers``; ``CORE_GROUNDEDNESS_ENGINE`` picks). The
+thresholds are chosen by ``choose_thresholds``; copy them into
+``backend.config.GROUNDEDNESS_THRESHOLDS``.
 """
 
 from __future__ import annotations
@@ -93,13 +95,16 @@ def cross_validated_accuracy(
     return sum(scores) / len(scores)
 
 
-def collect_supports(profile: str, limit: int | None = None) -> list[dict[str, Any]]:
+def collect_supports(profile: str, limit: int | None = None) -> tuple[str, list[dict[str, Any]]]:
+    """The reader of the judge's prompts, and each pair's support as that reader gives it."""
     from backend.config import EngineConfig
     from backend.engines.loader import load_chat_engine, load_groundedness_engine
     from backend.groundedness import GroundednessJudge
 
     config = EngineConfig.from_env(profile=profile)
-    judge = GroundednessJudge(load_groundedness_engine(config, load_chat_engine(config)))
+    reader_engine = load_groundedness_engine(config, load_chat_engine(config))
+    reader = "llama.cpp" if reader_engine.quantized_prompt_evaluation else "transformers"
+    judge = GroundednessJudge(reader_engine)
     rows = []
     for case in load_jsonl("groundedness.jsonl")[:limit]:
         started = time.perf_counter()
@@ -117,7 +122,7 @@ def collect_supports(profile: str, limit: int | None = None) -> list[dict[str, A
             }
         )
         print(f"{case['id']} {case['label']:<12} {judgement.support:.3f}", flush=True)
-    return rows
+    return reader, rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -126,15 +131,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--supports", type=Path, default=None, help="reuse a calibration file")
     args = parser.parse_args(argv)
-    out = EVAL_DIR / f"calibration-{args.profile}.json"
     if args.supports:
-        rows = json.loads(args.supports.read_text(encoding="utf-8"))["pairs"]
+        earlier = json.loads(args.supports.read_text(encoding="utf-8"))
+        reader, rows = earlier["reader"], earlier["pairs"]
     else:
-        rows = collect_supports(args.profile, args.limit)
+        reader, rows = collect_supports(args.profile, args.limit)
+    out = EVAL_DIR / f"calibration-{args.profile}-{reader}.json"
     chosen = choose_thresholds(rows)
     chosen["cross_validated_balanced_accuracy"] = cross_validated_accuracy(rows)
     summary = summarise_at(rows, chosen["grounded_at"], chosen["not_grounded_below"])
-    report = {"profile": args.profile, **chosen, "summary_at_thresholds": summary, "pairs": rows}
+    report = {
+        "profile": args.profile,
+        "reader": reader,
+        **chosen,
+        "summary_at_thresholds": summary,
+        "pairs": rows,
+    }
     out.write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     print(json.dumps({**chosen, "summary_at_thresholds": summary}, indent=1))
     return 0

@@ -48,6 +48,18 @@ def load_tools() -> dict[str, dict[str, Any]]:
 # ------------------------------------------------------------------ groundedness
 
 
+def cpu_name() -> str:
+    """The CPU's model name (Linux), which decides the engines' speed and the judge's reader."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
 def evaluate_groundedness(backend: Any, cases: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One check per case; balanced accuracy over the clear grounded/notGrounded cases."""
     rows = []
@@ -271,9 +283,10 @@ def run(
         "chat_model": backend.config.chat_model,
         "chat_engine": chat_engine_kind(backend.config),
         "groundedness_engine": groundedness_engine_kind(backend.config),
-        "grounded_at": backend.config.grounded_at,
-        "not_grounded_below": backend.config.not_grounded_below,
+        "grounded_at": None,  # filled in once the judge's reader is loaded
+        "not_grounded_below": None,
         "machine": platform.machine(),
+        "cpu": cpu_name(),
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     try:
@@ -281,6 +294,9 @@ def run(
             cases = load_jsonl("groundedness.jsonl")[:limit]
             log(f"groundedness: {len(cases)} pairs")
             results["groundedness"] = evaluate_groundedness(backend, cases)
+            results["grounded_at"], results["not_grounded_below"] = (
+                backend.groundedness_thresholds()
+            )
         if "tools" in sections:
             cases = load_jsonl("tool_calls.jsonl")[:limit]
             log(f"tool calls: {len(cases)} cases")
