@@ -10,6 +10,7 @@ queries once (both profiles share the embedding model).
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import pytest
@@ -24,25 +25,27 @@ from benchmarks.eval.run_eval import (
 
 pytestmark = pytest.mark.model
 
-# Floors per profile, the figure measured on the subset in the comment.
+# Floors per profile, the figures measured on the subset in the comments. The judge's reader
+# depends on the CPU (a bf16 copy with AMX, llama.cpp elsewhere; each with its calibrated
+# thresholds), so the groundedness floors sit a case below the lower of the two readers.
 FLOORS: dict[str, dict[str, float]] = {
     "default": {
-        "groundedness_balanced_accuracy": 0.0,  # measured
-        "groundedness_not_sure_clear_ceiling": 0.07,  # measured; one pair in 15 allowed
+        "groundedness_balanced_accuracy": 0.73,  # measured 0.795 with either reader
+        "groundedness_not_sure_clear_ceiling": 0.14,  # measured 0.067 (1 of 15) with either
         "tool_parse": 1.0,  # measured 1.0: calls are decoded under the schema
         "tool_schema_valid": 1.0,  # measured 1.0
-        "tool_right_function": 0.0,  # measured
-        "tool_right_arguments": 0.0,  # measured
-        "tool_false_call_ceiling": 0.5,  # measured; one of the two no-tool cases allowed
+        "tool_right_function": 0.75,  # measured 1.0 (4 calls); one miss allowed
+        "tool_right_arguments": 0.75,  # measured 1.0
+        "tool_false_call_ceiling": 0.5,  # measured 0.0; one of the two no-tool cases allowed
     },
     "small": {
-        "groundedness_balanced_accuracy": 0.0,  # measured
-        "groundedness_not_sure_clear_ceiling": 0.07,  # measured; one pair in 15 allowed
-        "tool_parse": 0.83,  # measured; one case in 6 allowed
+        "groundedness_balanced_accuracy": 0.6,  # measured 0.723 (llama.cpp), 0.661 (bf16)
+        "groundedness_not_sure_clear_ceiling": 0.14,  # measured 0.0 (llama.cpp), 0.067 (bf16)
+        "tool_parse": 0.83,  # measured 1.0; one case in 6 allowed
         "tool_schema_valid": 1.0,  # measured 1.0
-        "tool_right_function": 0.0,  # measured
-        "tool_right_arguments": 0.0,  # measured
-        "tool_false_call_ceiling": 1.0,  # measured; the 0.5B model has no call check
+        "tool_right_function": 0.5,  # measured 0.75 (3 of the 4 calls)
+        "tool_right_arguments": 0.5,  # measured 0.75
+        "tool_false_call_ceiling": 0.5,  # measured 0.0; one of the two no-tool cases allowed
     },
 }
 RETRIEVAL_RECALL_AT_1_FLOOR = 0.95  # measured 0.984 (61 of 62)
@@ -70,8 +73,14 @@ def profile_backend(profile: str, small_backend):
         yield small_backend
         return
     from backend.inprocess import InProcessBackend
+    from backend.weights.embedded_chat import DEFAULT, EmbeddedWeightsError, part_paths
 
-    service = InProcessBackend(profile=profile)
+    try:
+        part_paths(DEFAULT)
+    except EmbeddedWeightsError as error:
+        # `make test` installs it; a run with CORE_MODEL_PROFILE=small deliberately does not.
+        pytest.skip(f"the default profile's chat model is not installed: {error}")
+    service = InProcessBackend(profile=profile, device=os.environ.get("CORE_TEST_DEVICE"))
     yield service
     service.close()
 
