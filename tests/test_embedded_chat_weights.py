@@ -310,4 +310,5 @@ def test_a_schema_xgrammar_cannot_compile_leaves_the_call_unconstrained(small_en
     tokens = list(
         small_engine.generate(prompt, SamplingParams(max_new_tokens=8), constraint=constraint)
     )
-    assert len(tokens) > 0
+    # greedy, so left unconstrained it is exactly the plain generation
+    assert tokens == list(small_engine.generate(prompt, SamplingParams(max_new_tokens=8)))

@@ -266,11 +266,13 @@ def test_concurrent_chats_are_decoded_together_and_keep_their_own_answers(small_
         request = _ask(f"Repeat this word exactly, and nothing else: {word}", max_tokens=24)
         return small_backend.chat(request).choices[0].message.content.lower()
 
+    engine = small_backend._chat.get()
+    if engine.thread_safe:  # the shared backend may have batched before this test
+        engine._runner.largest_decode_batch = 0
     with ThreadPoolExecutor(len(words)) as pool:
         answers = list(pool.map(repeat, words))
     for word, answer in zip(words, answers, strict=True):
         assert word in answer
         assert not any(other in answer for other in words if other != word)
-    engine = small_backend._chat.get()
     if engine.thread_safe:  # the llama.cpp engine batches; transformers takes turns
         assert engine._runner.largest_decode_batch >= 2

@@ -182,7 +182,8 @@ def test_every_request_gets_its_own_answer_or_a_429(server, figures):
             }
         )
         assert not wrong, wrong[:5]
-        assert answered + outcomes["gave up after 429s"] == REQUESTS
+        # a client may give up after ATTEMPTS 429s in a row, but only rarely
+        assert outcomes["gave up after 429s"] <= REQUESTS // 20, outcomes
         assert all(outcomes[f"{kind} answered"] for kind in KINDS), outcomes
         assert watch.peak - baseline < MEMORY_BOUND
 
