@@ -78,6 +78,16 @@ class Judgement:
     claims: tuple[tuple[str, float], ...] = ()
 
 
+def verdict_for(support: float, grounded_at: float, not_grounded_below: float) -> Verdict:
+    """The verdict for a support score under these thresholds (also what the calibration
+    in benchmarks/eval replays on stored scores)."""
+    if support >= grounded_at:
+        return "grounded"
+    if support < not_grounded_below:
+        return "notGrounded"
+    return "notSure"
+
+
 class GroundednessJudge:
     """Judges (context, response) pairs with a chat engine.
 
@@ -134,11 +144,7 @@ class GroundednessJudge:
         ]
 
     def _verdict(self, support: float) -> Verdict:
-        if support >= self._grounded_at:
-            return "grounded"
-        if support < self._not_grounded_below:
-            return "notGrounded"
-        return "notSure"
+        return verdict_for(support, self._grounded_at, self._not_grounded_below)
 
     def judge(self, context: str, response: str) -> Judgement:
         chunks = chunk_context(context, self._chunk_tokens, self._count_tokens)

@@ -123,6 +123,7 @@ class InProcessBackend(Backend):
         )
 
         self.config = config or EngineConfig.from_env(**options)
+        self._injected_chat_engine = chat_engine
         self._chat = _LazyEngine(lambda: chat_engine or load_chat_engine(self.config))
         self._embedding = _LazyEngine(
             lambda: embedding_engine or load_embedding_engine(self.config)
@@ -216,8 +217,8 @@ class InProcessBackend(Backend):
     def _prepare_groundedness(self, req: ChatCompletionRequest, card: ModelCard) -> _PreparedChat:
         context, response = check_groundedness_messages(req.messages)
         judge = self._groundedness_judge()
-        # One forward pass per context part, done now so the usage is known up front; the
-        # async paths call this from a worker thread.
+        # Every prompt (two readings per claim and chunk) is read now, so the usage is known
+        # up front; the async paths call this from a worker thread.
         scorer = self._scorer if self._scorer.get() is not self._chat.get() else self._chat
         with scorer.turn():
             judgement = judge.judge(context, response)
@@ -233,6 +234,14 @@ class InProcessBackend(Backend):
             run=run,
         )
 
+    def close(self) -> None:
+        """Free the chat models this backend loaded (the llama.cpp context and its runner
+        thread); engines passed in belong to the caller."""
+        loaded = {id(slot.get()): slot.get() for slot in (self._chat, self._scorer) if slot.loaded}
+        for engine in loaded.values():
+            if engine is not self._injected_chat_engine:
+                engine.close()
+
     def _groundedness_judge(self) -> GroundednessJudge:
         if self._judge is None:
             grounded_at, not_grounded_below = self.groundedness_thresholds()
@@ -246,7 +255,9 @@ class InProcessBackend(Backend):
     def groundedness_thresholds(self) -> tuple[float, float]:
         """The judge's (grounded_at, not_grounded_below): the configured ones, else those
         calibrated for the profile and the engine that reads the judge's prompts (loaded now)."""
-        reader = "llama.cpp" if self._scorer.get().quantized_prompt_evaluation else "transformers"
+        from backend.engines.loader import groundedness_reader
+
+        reader = groundedness_reader(self._scorer.get())
         calibrated = groundedness_thresholds(self.config.profile, reader)
         return (
             calibrated[0] if self.config.grounded_at is None else self.config.grounded_at,

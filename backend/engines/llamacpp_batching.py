@@ -258,13 +258,16 @@ class BatchingRunner:
                 return  # waits for a running request to finish (its cells to free)
             self._waiting.popleft()
         tokens = request.evaluate
-        slot = max(free, key=lambda s: (self._reusable_prefix(s, tokens), -s.last_used))
-        keep = self._reusable_prefix(slot, tokens)
+        # Each slot's reusable prefix, worked out once (truncating the chosen slot to its own
+        # prefix below changes none of them).
+        reusable = {s.seq_id: self._reusable_prefix(s, tokens) for s in self._slots}
+        slot = max(free, key=lambda s: (reusable[s.seq_id], -s.last_used))
+        keep = reusable[slot.seq_id]
         self._truncate(slot, keep)
         # Another slot may hold a longer prefix of this prompt (a groundedness context checked
         # against another claim, a conversation's system prompt): share its cells.
-        donor = max(self._slots, key=lambda s: self._reusable_prefix(s, tokens))
-        shared = self._reusable_prefix(donor, tokens)
+        donor = max(self._slots, key=lambda s: reusable[s.seq_id])
+        shared = reusable[donor.seq_id]
         if shared > keep:
             self._truncate(slot, 0)
             self._native.llama_memory_seq_cp(self._memory, donor.seq_id, slot.seq_id, 0, shared)

@@ -80,7 +80,7 @@ def groundedness_engine_kind(config: EngineConfig) -> str:
     if config.groundedness_engine == "transformers":
         if chat_kind == "transformers":
             return "chat"  # the chat engine is that already
-        if config.chat_model.lower().endswith(".gguf"):
+        if _is_gguf_file(config.chat_model):
             raise ValueError(
                 "CORE_GROUNDEDNESS_ENGINE=transformers needs a model transformers can load; "
                 f"{config.chat_model!r} is a GGUF file"
@@ -118,6 +118,13 @@ def load_groundedness_engine(config: EngineConfig, chat_engine: ChatEngine) -> C
         time.perf_counter() - started,
     )
     return engine
+
+
+def groundedness_reader(engine: ChatEngine) -> str:
+    """Which calibration an engine reading the judge's prompts needs (``backend.config.
+    GROUNDEDNESS_THRESHOLDS``): ``llama.cpp`` for quantized prompt evaluation, else
+    ``transformers``."""
+    return "llama.cpp" if engine.quantized_prompt_evaluation else "transformers"
 
 
 def _is_gguf_file(chat_model: str) -> bool:

@@ -20,8 +20,8 @@ def default_device() -> str:
 
 def cpu_has_native_bf16() -> bool:
     """Whether this CPU computes in bf16 natively (AVX512-BF16 or AMX); private torch probes."""
-    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
+    avx512_bf16 = getattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False)()
+    return bool(avx512_bf16) or cpu_has_amx()
 
 
 def cpu_has_amx() -> bool:
@@ -30,12 +30,12 @@ def cpu_has_amx() -> bool:
     return bool(getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)())
 
 
-def resolve_dtype(name: str | None, device: str, *, bf16_on_native_cpu: bool) -> torch.dtype:
+def resolve_dtype(name: str | None, device: str) -> torch.dtype:
     """The named precision, or the default for the device.
 
-    On a GPU: bf16 where supported, else float16. On a CPU: float32, or bf16 when
-    ``bf16_on_native_cpu`` and the CPU computes in bf16 natively; on an AVX2-only CPU torch
-    emulates bf16 and a bf16 matmul runs several times slower than float32.
+    On a GPU: bf16 where supported, else float16. On a CPU: bf16 when the CPU computes in
+    bf16 natively, else float32 (on an AVX2-only CPU torch emulates bf16, and a bf16 matmul
+    runs several times slower than float32).
     """
     if name is not None and name.lower() != "auto":
         try:
@@ -46,4 +46,4 @@ def resolve_dtype(name: str | None, device: str, *, bf16_on_native_cpu: bool) ->
             ) from None
     if device.startswith("cuda"):
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-    return torch.bfloat16 if bf16_on_native_cpu and cpu_has_native_bf16() else torch.float32
+    return torch.bfloat16 if cpu_has_native_bf16() else torch.float32

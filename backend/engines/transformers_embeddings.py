@@ -46,7 +46,7 @@ class TransformersEmbeddingEngine(EmbeddingEngine):
         self, model_path: str, device: str | None = None, dtype: str | None = None
     ) -> None:
         self.device = device or default_device()
-        torch_dtype = resolve_dtype(dtype, self.device, bf16_on_native_cpu=True)
+        torch_dtype = resolve_dtype(dtype, self.device)
         local_only = Path(model_path).is_dir()
         self.tokenizer = AutoTokenizer.from_pretrained(model_path, local_files_only=local_only)
         self.model = AutoModel.from_pretrained(

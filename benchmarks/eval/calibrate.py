@@ -98,12 +98,16 @@ def cross_validated_accuracy(
 def collect_supports(profile: str, limit: int | None = None) -> tuple[str, list[dict[str, Any]]]:
     """The reader of the judge's prompts, and each pair's support as that reader gives it."""
     from backend.config import EngineConfig
-    from backend.engines.loader import load_chat_engine, load_groundedness_engine
+    from backend.engines.loader import (
+        groundedness_reader,
+        load_chat_engine,
+        load_groundedness_engine,
+    )
     from backend.groundedness import GroundednessJudge
 
     config = EngineConfig.from_env(profile=profile)
     reader_engine = load_groundedness_engine(config, load_chat_engine(config))
-    reader = "llama.cpp" if reader_engine.quantized_prompt_evaluation else "transformers"
+    reader = groundedness_reader(reader_engine)
     judge = GroundednessJudge(reader_engine)
     rows = []
     for case in load_jsonl("groundedness.jsonl")[:limit]:

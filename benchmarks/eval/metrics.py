@@ -15,6 +15,8 @@ from typing import Any
 
 import jsonschema
 
+from backend.groundedness import verdict_for
+
 GROUNDED, NOT_GROUNDED, NOT_SURE = "grounded", "notGrounded", "notSure"
 
 # ------------------------------------------------------------------ groundedness
@@ -45,13 +47,9 @@ def mean(values: Sequence[float]) -> float:
     return sum(values) / len(values) if values else math.nan
 
 
-def threshold_verdict(support: float, grounded_at: float, not_grounded_below: float) -> str:
-    """The verdict ``backend.groundedness`` gives a support score under these thresholds."""
-    if support >= grounded_at:
-        return GROUNDED
-    if support < not_grounded_below:
-        return NOT_GROUNDED
-    return NOT_SURE
+#: The verdict the service gives a support score under these thresholds: the service's own
+#: rule, so that calibration and reports cannot drift from it.
+threshold_verdict = verdict_for
 
 
 # ------------------------------------------------------------------ tool calls
