@@ -18,7 +18,10 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 LLAMA_CPP_CMAKE_ARGS ?= -DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)'
 
-.PHONY: install install-default-model test serve lint clean eval bench
+.PHONY: install install-default-model test notebooks serve lint clean eval bench
+
+# The default chat model, unless CORE_MODEL_PROFILE=small asks for the small one only.
+MODEL_DEPS := $(if $(filter small,$(CORE_MODEL_PROFILE)),,install-default-model)
 
 $(STAMP): pyproject.toml constraints.txt
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -46,20 +49,19 @@ bench: install install-default-model $(VENV)/.installed-bench
 	$(PY) -m benchmarks.run $(BENCH_ARGS)
 
 # The test suite, then the notebooks.
-test: install $(if $(filter small,$(CORE_MODEL_PROFILE)),,install-default-model)
+test: install $(MODEL_DEPS)
 	$(PY) -m pytest $(PYTEST_ARGS)
-	$(PY) -m pytest --nbmake notebooks $(NOTEBOOK_ARGS)
+	$(MAKE) --no-print-directory notebooks
 
 # Executes every notebook in notebooks/ with nbmake on the models of CORE_MODEL_PROFILE; each
 # must finish within the budget in its metadata. NOTEBOOK_ARGS=--overwrite saves the outputs.
-.PHONY: notebooks
 NOTEBOOK_ARGS ?=
-notebooks: install $(if $(filter small,$(CORE_MODEL_PROFILE)),,install-default-model)
+notebooks: install $(MODEL_DEPS)
 	$(PY) -m pytest --nbmake notebooks $(NOTEBOOK_ARGS)
 
 # Serves on $(HOST):$(PORT). Keys come from CORE_API_KEYS, else from $(KEY_FILE), which is
 # created with a fresh random key on first use and printed.
-serve: install $(if $(filter small,$(CORE_MODEL_PROFILE)),,install-default-model)
+serve: install $(MODEL_DEPS)
 	@if [ -z "$$CORE_API_KEYS" ] && [ ! -s $(KEY_FILE) ]; then \
 		$(PY) -c "import secrets; print(secrets.token_urlsafe(32))" > $(KEY_FILE); \
 		chmod 600 $(KEY_FILE); fi

@@ -67,20 +67,17 @@ def chat_ttft_server_vs_inprocess(server: ServerProcess, backend, repeats: int) 
     """Time to first token of the same requests through the server and in-process."""
     client = server.client(timeout=900)
     variants = iter(range(20_000, 30_000))
-    times: dict[str, list[float]] = {"server": [], "inprocess": []}
 
-    def ttft(name: str, subject) -> float:
-        value = time_backend_stream(subject, next(variants), max_tokens=4).ttft
-        times[name].append(value)
-        return value
+    def ttft(subject) -> float:
+        return time_backend_stream(subject, next(variants), max_tokens=4).ttft
 
-    interleaved(lambda: ttft("inprocess", backend), lambda: ttft("server", client), repeats)
+    inprocess, served = interleaved(lambda: ttft(backend), lambda: ttft(client), repeats)
     client.close()
     return Figure(
         "chat_ttft_server_vs_inprocess",
         "s",
-        statistics.median(times["inprocess"]),
-        statistics.median(times["server"]),
+        inprocess,
+        served,
         goal="<= 1.1",
         note="~200-token prompts, streamed",
     )

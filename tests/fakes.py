@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from backend.engines.base import ChatEngine, EmbeddingEngine, SamplingParams
+from backend.interface import Backend
 
 EOS = 0
 
@@ -135,3 +136,25 @@ class EchoChatEngine(ScriptedChatEngine):
         claim = rest.partition("\n\nIs the claim supported")[0]
         first = ord("y") if claim and claim in document else ord("n")
         return [0.0 if c == first else math.log(1e-3) for c in candidate_ids]
+
+
+class StubBackend(Backend):
+    """A backend that answers nothing: subclasses override the methods a test uses."""
+
+    def chat(self, request):
+        raise NotImplementedError
+
+    def stream_chat(self, request):
+        raise NotImplementedError
+
+    def embed(self, request):
+        raise NotImplementedError
+
+    async def achat(self, request):
+        raise NotImplementedError
+
+    async def astream_chat(self, request):
+        raise NotImplementedError
+
+    async def aembed(self, request):
+        raise NotImplementedError

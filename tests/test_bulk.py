@@ -14,11 +14,10 @@ from backend.bulk import PASSAGE_MODEL, QUERY_MODEL, BulkRunner
 from backend.embedding_batches import estimate_tokens
 from backend.errors import BadRequestError
 from backend.inprocess import InProcessBackend
-from backend.interface import Backend
 from backend.result_store import ResultStore
 from backend.schemas import ChatCompletion, Embedding, EmbeddingList, EmbeddingUsage
 from backend.validation import MAX_EMBEDDING_INPUTS, MAX_TOKENS_PER_EMBEDDING_REQUEST
-from tests.fakes import CharCountEmbeddingEngine, ScriptedChatEngine
+from tests.fakes import CharCountEmbeddingEngine, ScriptedChatEngine, StubBackend
 
 
 def _vector(text: str) -> list[float]:
@@ -26,7 +25,7 @@ def _vector(text: str) -> list[float]:
     return [float(len(text)), float(ord(text[0])), 1.0]
 
 
-class CountingBackend(Backend):
+class CountingBackend(StubBackend):
     """Records every request; raises ``interrupt_on`` at the given call number (1-based)."""
 
     def __init__(self, interrupt_at: int | None = None, interrupt_with: type = KeyboardInterrupt):
@@ -73,18 +72,6 @@ class CountingBackend(Backend):
                 "usage": {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2},
             }
         )
-
-    def stream_chat(self, request):
-        raise NotImplementedError
-
-    async def achat(self, request):
-        raise NotImplementedError
-
-    async def astream_chat(self, request):
-        raise NotImplementedError
-
-    async def aembed(self, request):
-        raise NotImplementedError
 
 
 def _texts(n: int) -> list[str]:
@@ -292,3 +279,18 @@ def test_the_progress_bar_counts_what_an_earlier_run_finished():
         runner.embed(_texts(30))
     runner.embed(_texts(30))
     assert [(bar.total, bar.initial, bar.n) for bar in bars] == [(30, 0, 10), (30, 10, 30)]
+
+
+@pytest.mark.parametrize("in_file", [False, True])
+def test_a_cleared_store_forgets_every_result(tmp_path, in_file):
+    path = tmp_path / "results.sqlite" if in_file else None
+    store = ResultStore(path)
+    store.put_many({"a": b"1", "b": "2"})
+    assert len(store) == 2
+    store.clear()
+    assert len(store) == 0 and store.get_many(["a", "b"]) == {}
+    store.close()
+    if in_file:
+        reopened = ResultStore(path)
+        assert len(reopened) == 0
+        reopened.close()

@@ -10,6 +10,7 @@ Runs the groundedness, tool-call and retrieval sets of this folder against an
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import platform
 import re
@@ -158,7 +159,7 @@ def evaluate_tools(
         calls = [(c.function.name, c.function.arguments) for c in message.tool_calls or []]
         outcome = metrics.judge_tool_case(case["expected"], calls, functions)
         if unparsed_call_in(message.content, case["tools"]):
-            outcome = metrics.ToolOutcome(**{**outcome.__dict__, "parsed": False})
+            outcome = dataclasses.replace(outcome, parsed=False)
         outcomes.append(outcome)
         rows.append(
             {

@@ -26,7 +26,7 @@ from backend.inprocess import InProcessBackend
 from langchain_core_ext import ChatCore
 from langchain_core_ext.chat_models import estimate_token_count, tool_choice_to_wire
 from langchain_core_ext.connection import shared_inprocess_backend
-from tests.fakes import CharCountEmbeddingEngine, ScriptedChatEngine
+from tests.fakes import CharCountEmbeddingEngine, ScriptedChatEngine, StubBackend
 from tests.langchain.lc_doubles import scripted_inprocess
 
 VERSIONED = "core-1-mini-chat-240502"
@@ -378,26 +378,8 @@ def test_token_counts_over_http_never_download_a_tokenizer(monkeypatch):
     assert counted.get_num_tokens("abc") == 3
 
 
-class RemoteStub(backend.Backend):
+class RemoteStub(StubBackend):
     """Stands in for the HTTP client: a backend that is not in-process."""
-
-    def chat(self, request):
-        raise NotImplementedError
-
-    def stream_chat(self, request):
-        raise NotImplementedError
-
-    def embed(self, request):
-        raise NotImplementedError
-
-    async def achat(self, request):
-        raise NotImplementedError
-
-    async def astream_chat(self, request):
-        raise NotImplementedError
-
-    async def aembed(self, request):
-        raise NotImplementedError
 
 
 def test_ls_params():

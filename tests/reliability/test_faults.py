@@ -23,7 +23,14 @@ from backend.http_client import HTTPBackend
 from tests.fakes import EchoChatEngine
 from tests.reliability.dropping_proxy import DroppingProxy
 from tests.reliability.server_process import ServerProcess
-from tests.reliability.wire import AUTH, CHAT_PATH, chat_body, error_of, sse_payloads
+from tests.reliability.wire import (
+    AUTH,
+    CHAT_PATH,
+    chat_body,
+    error_of,
+    sse_payloads,
+    streamed_text,
+)
 from tests.server.helpers import API_KEY, SlowChatEngine, fake_backend
 
 OOM = EchoChatEngine.OUT_OF_MEMORY
@@ -47,9 +54,7 @@ def _ask(http: httpx.Client, content: str, stream: bool) -> tuple[int, str]:
     payloads = sse_payloads(response.text.splitlines())
     if payloads[-1] != "[DONE]":
         return 200, payloads[-1]["error"]["message"]
-    return 200, "".join(
-        c["delta"].get("content") or "" for p in payloads[:-1] for c in p["choices"]
-    )
+    return 200, streamed_text(payloads)
 
 
 def test_an_out_of_memory_error_fails_that_request_alone(serve):
