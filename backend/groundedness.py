@@ -8,7 +8,7 @@
 3. For each (claim, chunk) the model is asked whether the document supports the claim,
    answering yes or no. Rather than sampling an answer we read the probabilities of "yes" and
    "no" as the next token (MODELS.md: reading label probabilities worked far better than free
-   text), which makes the verdict deterministic and gives a confidence, P(yes) renormalised
+   text), which samples nothing and gives a confidence, P(yes) renormalised
    over yes and no. Each pair is read twice, by the question alone and after four worked
    examples, and the two P(yes) are averaged: on the evaluation set with the 1.5B model the
    pair scored a balanced accuracy of 0.92 (0.915 cross-validated), against 0.91 and 0.90

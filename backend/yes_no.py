@@ -2,7 +2,7 @@
 
 Asked a yes/no question, a chat model's next-token distribution says how sure it is: P(yes)
 renormalised over the first tokens of "yes" and "no" in their usual spellings. Reading it is
-one prompt evaluation, deterministic, and gives a confidence that thresholds can be
+one prompt evaluation, samples nothing, and gives a confidence that thresholds can be
 calibrated on (MODELS.md: reading label probabilities worked far better than free text with
 the small models). The groundedness judge and the tool-call check use it.
 """

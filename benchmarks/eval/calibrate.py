@@ -158,7 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def summarise_at(rows: Sequence[dict[str, Any]], high: float, low: float) -> dict[str, Any]:
     """The groundedness figures of ``run_eval`` for these supports under these thresholds:
-    the verdicts the service gives, since the judge is deterministic."""
+    the verdicts the service gives, since the judge samples nothing."""
     cases = {c["id"]: c for c in load_jsonl("groundedness.jsonl")}
     return summarise_groundedness(
         [
