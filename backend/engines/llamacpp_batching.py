@@ -12,9 +12,10 @@ that computed it, so only whole aligned chunks are reused by a later prompt that
 same tokens (the next turn of a conversation, a groundedness context with another claim), from
 its own slot's cache or shared with another slot's (llama.cpp's sequences share KV cells): a
 reused chunk is what a fresh evaluation of that chunk computed. Logits still depend slightly on
-what else the shared cache holds: attention runs over the cache's used cells, where a prompt's
-cells lie changes the order of its sums, and the 4-bit kernels round activations to 8 bits,
-which can amplify such differences. Measured on the groundedness evaluation set: P(yes)
+what else the shared cache holds (probably because attention runs over the cache's used cells,
+where a prompt's cells lie changes the order of its sums, and the 4-bit kernels round
+activations to 8 bits, which can amplify such differences; turning flash attention off did not
+remove it). Measured on the groundedness evaluation set: P(yes)
 differed between two runs by 0.008 on average and 0.067 at most. Batching several
 conversations in one decode call has the same effect, as in every batching server. A fresh
 engine answers the same sequence of requests identically.
