@@ -258,13 +258,12 @@ class InProcessBackend(Backend):
         from backend.engines.loader import groundedness_reader
 
         reader = groundedness_reader(self._scorer.get())
-        calibrated = groundedness_thresholds(self.config.profile, reader)
-        return (
-            calibrated[0] if self.config.grounded_at is None else self.config.grounded_at,
-            calibrated[1]
-            if self.config.not_grounded_below is None
-            else self.config.not_grounded_below,
-        )
+        grounded_at, not_grounded_below = groundedness_thresholds(self.config.profile, reader)
+        if self.config.grounded_at is not None:
+            grounded_at = self.config.grounded_at
+        if self.config.not_grounded_below is not None:
+            not_grounded_below = self.config.not_grounded_below
+        return grounded_at, not_grounded_below
 
     def chat(self, request: ChatRequestLike) -> ChatCompletion:
         prepared = self._prepare_chat(request)

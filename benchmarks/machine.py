@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import platform
 import statistics
 import subprocess
 import sys
@@ -17,6 +18,18 @@ _START = (
     "InProcessBackend(profile={profile!r}).warmup()\n"
     "print(time.perf_counter() - started)\n"
 )
+
+
+def cpu_name() -> str:
+    """The CPU's model name (Linux), which decides the engines' speed and the judge's reader."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown"
 
 
 def memory_read_bandwidth(repeats: int = 7, gib: float = 1.0) -> float:

@@ -8,7 +8,6 @@ from __future__ import annotations
 import argparse
 import logging
 import os
-import platform
 from pathlib import Path
 
 from benchmarks import chat, embeddings, machine, serving
@@ -40,7 +39,7 @@ def main(argv: list[str] | None = None) -> int:
     model_name = PROFILE_CHAT_MODELS[args.profile]
     print(
         f"core-textmodels benchmarks: profile {args.profile} ({model_name}), "
-        f"{os.cpu_count()} CPUs, {platform.processor() or platform.machine()}, "
+        f"{os.cpu_count()} CPUs, {machine.cpu_name()}, "
         f"{args.repeats} repetitions, medians\n",
         flush=True,
     )

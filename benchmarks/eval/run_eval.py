@@ -24,6 +24,7 @@ import numpy as np
 
 from benchmarks.eval import metrics
 from benchmarks.eval.metrics import GROUNDED, NOT_GROUNDED, NOT_SURE
+from benchmarks.machine import cpu_name
 
 EVAL_DIR = Path(__file__).resolve().parent
 CHAT_MODEL = "core-1-mini-chat"
@@ -47,18 +48,6 @@ def load_tools() -> dict[str, dict[str, Any]]:
 
 
 # ------------------------------------------------------------------ groundedness
-
-
-def cpu_name() -> str:
-    """The CPU's model name (Linux), which decides the engines' speed and the judge's reader."""
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 def evaluate_groundedness(backend: Any, cases: Sequence[dict[str, Any]]) -> dict[str, Any]:
