@@ -37,29 +37,50 @@ PROFILE_CHAT_MODELS = {
     "small": "qwen2.5-coder-0.5b-instruct",
 }
 DEFAULT_EMBEDDING_MODEL = "multilingual-e5-small"
-#: Groundedness thresholds (grounded_at, not_grounded_below) for each profile's chat model and
-#: each kind of reader of the judge's prompts, calibrated on benchmarks/eval/groundedness.jsonl
-#: with ``python -m benchmarks.eval.calibrate`` (benchmarks/eval/calibration-<profile>-<reader>
-#: .json); between them the verdict is notSure. The readers differ: llama.cpp reads the 4-bit
-#: GGUF weights, transformers the bf16 (or float32) ones, and their P(yes) shift a little, so
-#: each reader has its own pair.
-GROUNDEDNESS_THRESHOLDS = {
-    # Balanced accuracy on the clear pairs at these thresholds (cross-validated in brackets)
-    # and notSure on the clear pairs: bf16 reader 0.902 (0.888), 2.3%; llama.cpp 0.899
-    # (0.885), 2.3%.
-    ("default", "transformers"): (0.7174, 0.6863),
-    ("default", "llama.cpp"): (0.7254, 0.6819),
-    # bf16 0.725 (0.698), 3.1%; llama.cpp 0.739 (0.709), 1.5%: the 0.5B model cannot do much
-    # better.
-    ("small", "transformers"): (0.5165, 0.5023),
-    ("small", "llama.cpp"): (0.5307, 0.5211),
+
+
+@dataclass(frozen=True)
+class JudgeCalibration:
+    """How the groundedness judge reads one profile's model with one kind of reader.
+
+    Calibrated on benchmarks/eval/groundedness.jsonl with ``python -m benchmarks.eval.
+    calibrate`` (benchmarks/eval/calibration-<profile>-<reader>.json). The readers differ:
+    llama.cpp reads the 4-bit GGUF weights, transformers the bf16 (or float32) ones, and their
+    P(yes) shift a little, so each has its own thresholds.
+    """
+
+    #: Support at or above which a response is grounded, and below which it is not; between
+    #: them the verdict is notSure.
+    grounded_at: float
+    not_grounded_below: float
+    #: Whether the judge also asks the contrast question (``backend.groundedness.CONTRAST``);
+    #: the thresholds were fitted with this choice and hold only with it.
+    contrast: bool
+
+
+GROUNDEDNESS_CALIBRATIONS = {
+    # Balanced accuracy on the clear pairs at these thresholds (cross-validated in brackets).
+    # Where no notSure band marks the ambiguous pairs the two thresholds are one cut
+    # (``benchmarks.eval.calibrate.choose_thresholds``). The bf16 reader is picked on CPUs
+    # with AMX and on GPUs and was calibrated on an AMX CPU before the contrast question was
+    # added: it asks the support question alone until it is recalibrated on such a machine.
+    #
+    # 0.902 (0.903); notSure on 2.3% of the clear pairs and 12.5% of the ambiguous ones.
+    ("default", "transformers"): JudgeCalibration(0.7174, 0.6863, contrast=False),
+    # 0.929 (0.916); without the contrast question 0.899 (0.885) with a band.
+    ("default", "llama.cpp"): JudgeCalibration(0.595, 0.595, contrast=True),
+    # 0.745 (0.706): the 0.5B model cannot do much better.
+    ("small", "transformers"): JudgeCalibration(0.5165, 0.5165, contrast=False),
+    # 0.757 (0.729). The contrast question does not help the 0.5B model: 0.750 (0.716) with
+    # it, at 2.9 s per short check instead of 1.0 s.
+    ("small", "llama.cpp"): JudgeCalibration(0.5211, 0.5211, contrast=False),
 }
 
 
-def groundedness_thresholds(profile: str, reader: str) -> tuple[float, float]:
-    """The calibrated (grounded_at, not_grounded_below) for a profile's model read by ``reader``
-    (``llama.cpp`` or ``transformers``)."""
-    return GROUNDEDNESS_THRESHOLDS[(profile, reader)]
+def judge_calibration(profile: str, reader: str) -> JudgeCalibration:
+    """The calibration of a profile's model read by ``reader`` (``llama.cpp`` or
+    ``transformers``)."""
+    return GROUNDEDNESS_CALIBRATIONS[(profile, reader)]
 
 
 #: P(yes) below which a call that ``tool_choice: auto`` generated is dropped as unwanted, per
@@ -82,7 +103,7 @@ class EngineConfig:
     prefixes: EmbeddingPrefixes = field(default_factory=EmbeddingPrefixes)
     #: P(yes) at or above which a response is grounded, and below which it is not
     #: (see ``backend.groundedness``); in between the verdict is notSure. None: the pair
-    #: calibrated for the profile and the reader actually loaded (``groundedness_thresholds``).
+    #: calibrated for the profile and the reader actually loaded (``judge_calibration``).
     grounded_at: float | None = None
     not_grounded_below: float | None = None
     #: See ``PROFILE_TOOL_CALL_CHECK``.

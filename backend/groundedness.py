@@ -5,15 +5,20 @@
    sentence boundaries; for each claim the ``chunks_per_claim`` chunks sharing the most
    (rare) terms with it are kept, so the cost grows with the number of claims, not with
    claims times context length.
-3. For each (claim, chunk) the model is asked whether the document supports the claim,
-   answering yes or no. Rather than sampling an answer we read the probabilities of "yes" and
-   "no" as the next token (MODELS.md: reading label probabilities worked far better than free
-   text), which samples nothing and gives a confidence, P(yes) renormalised
-   over yes and no. Each pair is read twice, by the question alone and after four worked
-   examples, and the two P(yes) are averaged: on the evaluation set with the 1.5B model the
-   pair scored a balanced accuracy of 0.92 (0.915 cross-validated), against 0.91 and 0.90
-   for either reading alone and 0.86 for the earlier prompt with the question after the
-   claim (``benchmarks/eval``).
+3. For each (claim, chunk) the model is asked two questions, "is the claim supported by the
+   document?" and "does the document contradict the claim?", each plainly and after four
+   worked examples. Rather than sampling answers we read the probabilities of "yes" and "no"
+   as the next token (MODELS.md: reading label probabilities worked far better than free
+   text), which samples nothing and gives a confidence, P(yes) renormalised over yes and no.
+   The chunk's support for the claim is the mean of the support question's two P(yes) and
+   the contrast question's two P(no). The contrast question alone is no judge (the 1.5B model
+   answers it "yes" mostly when the claim agrees: balanced accuracy 0.47), but it leans to
+   "yes" on the same pairs as the support question, so averaging in its P(no) cancels part of
+   that leaning (contextual calibration). On the evaluation set with the 1.5B model read by
+   llama.cpp the four readings scored a balanced accuracy of 0.929 (0.916 cross-validated)
+   in the calibration run; in an earlier run that read both, 0.918 (0.910) against 0.893
+   (0.886) for the support question's two readings alone, which cost half the prompts
+   (``benchmarks/eval``, benchmarks/README.md "Judge variants measured").
 4. A claim's support is its best chunk's; the response's support is its weakest claim's: one
    unsupported sentence makes the response not grounded.
 
@@ -21,8 +26,9 @@
 * ``notGrounded`` when support < ``not_grounded_below``;
 * ``notSure`` in between: the model is torn, so we say so instead of guessing.
 
-The thresholds are calibrated per profile and per reader of the prompts on
-``benchmarks/eval/groundedness.jsonl`` (see ``backend.config``). The request's temperature is
+The thresholds, and whether the contrast question is asked, are calibrated per profile and per
+reader of the prompts on ``benchmarks/eval/groundedness.jsonl`` (``backend.config.
+GROUNDEDNESS_CALIBRATIONS``). The request's temperature is
 validated but does not change the verdict.
 """
 
@@ -35,35 +41,66 @@ from backend.engines.base import ChatEngine
 from backend.schemas import Verdict
 from backend.yes_no import YesNoReader
 
-INSTRUCTION = (
-    "You are a careful fact checker. Decide whether the claim is supported by the document. "
-    "Answer yes only if everything the claim says is stated in the document or follows from "
-    "it; answer no if the document contradicts any part of the claim or does not mention it. "
-    "Answer yes or no."
+
+@dataclass(frozen=True)
+class Question:
+    """One way of asking the model about a (document, claim) pair."""
+
+    instruction: str
+    #: With ``{document}`` and ``{claim}``.
+    template: str
+    #: The answers to ``EXAMPLES``, in order, shown in the worked-example reading.
+    example_answers: tuple[str, str, str, str]
+    #: Whether "yes" speaks for the claim (P(yes) is its support) or against it (P(no) is).
+    yes_supports: bool
+
+
+SUPPORT = Question(
+    instruction=(
+        "You are a careful fact checker. Decide whether the claim is supported by the "
+        "document. Answer yes only if everything the claim says is stated in the document or "
+        "follows from it; answer no if the document contradicts any part of the claim or does "
+        "not mention it. Answer yes or no."
+    ),
+    template=("Document:\n{document}\n\nClaim: {claim}\n\nIs the claim supported by the document?"),
+    example_answers=("yes", "no", "no", "yes"),
+    yes_supports=True,
 )
-QUESTION = "Document:\n{document}\n\nClaim: {claim}\n\nIs the claim supported by the document?"
-#: Worked examples shown before the pair in the second reading of each claim: a paraphrase
-#: and an inference that are supported, a contradicted number, and an unsupported addition.
+#: The contrast question. Alone it is no judge: the 1.5B model answers "yes" mostly when the
+#: claim agrees (balanced accuracy 0.47 on the evaluation set). But that leaning to "yes" is
+#: shared with the support question for the same (document, claim), so averaging in its P(no)
+#: cancels part of it (contextual calibration): see ``GroundednessJudge``.
+CONTRAST = Question(
+    instruction=(
+        "You are a careful fact checker. Decide whether the document contradicts the claim. "
+        "Answer yes if the document states something that conflicts with any part of the "
+        "claim, such as a different number, date, name or place, or the opposite of what the "
+        "claim says; answer no if the document agrees with the claim or does not mention it. "
+        "Answer yes or no."
+    ),
+    template=("Document:\n{document}\n\nClaim: {claim}\n\nDoes the document contradict the claim?"),
+    example_answers=("no", "yes", "no", "no"),
+    yes_supports=False,
+)
+#: Worked examples (document, claim) shown before the pair in the second reading of each
+#: question: a paraphrase and an inference that are supported, a contradicted number, and an
+#: unsupported addition.
 EXAMPLES = (
     (
         "The museum opens at 10:00 and closes at 18:00 every day except Monday.",
         "The museum is closed on Mondays.",
-        "yes",
     ),
     (
         "The museum opens at 10:00 and closes at 18:00 every day except Monday.",
         "The museum closes at 20:00.",
-        "no",
     ),
     (
         "Mina moved to Busan in 2019 to work as a nurse.",
         "Mina moved to Busan in 2019 and bought a house there.",
-        "no",
     ),
     (
         "The bridge, finished in 1932, is 503 metres long.",
         "The bridge is over five hundred metres long.",
-        "yes",
     ),
 )
 
@@ -71,7 +108,7 @@ EXAMPLES = (
 @dataclass(frozen=True)
 class Judgement:
     verdict: Verdict
-    #: The weakest claim's support: P(yes) of its most supportive context chunk.
+    #: The weakest claim's support by its most supportive context chunk (see above).
     support: float
     prompt_tokens: int
     #: Each claim with its support, in response order.
@@ -97,6 +134,8 @@ class GroundednessJudge:
         chunk_tokens: largest context chunk shown to the model at once.
         chunks_per_claim: how many chunks each claim is checked against.
         max_claims: more sentences than this are merged into this many claims.
+        contrast: also ask the contrast question (``CONTRAST``); the thresholds must have
+            been calibrated with the same choice.
     """
 
     def __init__(
@@ -108,6 +147,7 @@ class GroundednessJudge:
         chunk_tokens: int = 400,
         chunks_per_claim: int = 2,
         max_claims: int = 8,
+        contrast: bool = True,
     ) -> None:
         if not 0.0 <= not_grounded_below <= grounded_at <= 1.0:
             raise ValueError("need 0 <= not_grounded_below <= grounded_at <= 1")
@@ -119,29 +159,47 @@ class GroundednessJudge:
         self._chunks_per_claim = chunks_per_claim
         self._max_claims = max_claims
         self._reader = YesNoReader(engine)
+        self._questions = (SUPPORT, CONTRAST) if contrast else (SUPPORT,)
 
     def _count_tokens(self, text: str) -> int:
         tokenizer = self._reader.engine.tokenizer
         return len(tokenizer.encode(text, add_special_tokens=False))  # type: ignore[attr-defined]
 
-    def _prompts(self, document: str, claim: str) -> list[list[int]]:
-        """The two readings of one (chunk, claim) pair: the question alone, and after the
-        worked examples. The claim comes last, so readings of other claims against the same
-        chunk share the prompt's beginning (a chunk's text is evaluated once, where the
-        engine reuses cached prefixes)."""
-        question = {"role": "user", "content": QUESTION.format(document=document, claim=claim)}
-        instruction = {"role": "system", "content": INSTRUCTION}
-        examples = []
-        for example_document, example_claim, answer in EXAMPLES:
-            text = QUESTION.format(document=example_document, claim=example_claim)
-            examples += [
-                {"role": "user", "content": text},
-                {"role": "assistant", "content": answer},
-            ]
-        return [
-            self._reader.prompt_ids([instruction, question]),
-            self._reader.prompt_ids([instruction, *examples, question]),
-        ]
+    def _readings(self, document: str, claim: str) -> list[tuple[list[int], bool]]:
+        """The prompts of one (chunk, claim) pair, each with whether its "yes" speaks for
+        the claim: every question asked alone and after the worked examples. The claim comes
+        last, so readings of other claims against the same chunk share the prompt's
+        beginning (a chunk's text is evaluated once per question, where the engine reuses
+        cached prefixes)."""
+        readings = []
+        for question in self._questions:
+            instruction = {"role": "system", "content": question.instruction}
+            pair = {
+                "role": "user",
+                "content": question.template.format(document=document, claim=claim),
+            }
+            examples = []
+            for (example_document, example_claim), answer in zip(
+                EXAMPLES, question.example_answers, strict=True
+            ):
+                text = question.template.format(document=example_document, claim=example_claim)
+                examples += [
+                    {"role": "user", "content": text},
+                    {"role": "assistant", "content": answer},
+                ]
+            for messages in ([instruction, pair], [instruction, *examples, pair]):
+                readings.append((self._reader.prompt_ids(messages), question.yes_supports))
+        return readings
+
+    def _support(self, document: str, claim: str) -> tuple[float, int]:
+        """The claim's support by this chunk (the mean over the readings of P(yes) where
+        "yes" speaks for the claim, P(no) where it speaks against), and the tokens read."""
+        readings = self._readings(document, claim)
+        total = 0.0
+        for ids, yes_supports in readings:
+            p_yes = self._reader.probability(ids)
+            total += p_yes if yes_supports else 1.0 - p_yes
+        return total / len(readings), sum(len(ids) for ids, _ in readings)
 
     def _verdict(self, support: float) -> Verdict:
         return verdict_for(support, self._grounded_at, self._not_grounded_below)
@@ -153,9 +211,9 @@ class GroundednessJudge:
         for claim in split_claims(response, self._max_claims):
             best = 0.0
             for index in rank_chunks(claim, chunks)[: self._chunks_per_claim]:
-                readings = self._prompts(chunks[index], claim)
-                prompt_tokens += sum(len(ids) for ids in readings)
-                best = max(best, sum(map(self._reader.probability, readings)) / len(readings))
+                support, tokens = self._support(chunks[index], claim)
+                prompt_tokens += tokens
+                best = max(best, support)
             claims.append((claim, best))
         support = min(s for _, s in claims)
         return Judgement(

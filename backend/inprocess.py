@@ -9,7 +9,7 @@ import logging
 import threading
 import warnings
 from collections.abc import AsyncIterator, Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Generic, TypeVar
 
 import numpy as np
@@ -19,7 +19,7 @@ from backend.batching import CombiningRunner
 from backend.catalogue import InputType, ModelCard, Operation, resolve_model, serving_card
 from backend.chat_prompt import render_prompt
 from backend.chat_responses import fold_completion, stream_chunks
-from backend.config import EngineConfig, groundedness_thresholds
+from backend.config import EngineConfig, JudgeCalibration, judge_calibration
 from backend.embedding_service import EmbeddingService
 from backend.engines.base import ChatEngine, EmbeddingEngine, SamplingParams
 from backend.errors import BadRequestError
@@ -217,8 +217,8 @@ class InProcessBackend(Backend):
     def _prepare_groundedness(self, req: ChatCompletionRequest, card: ModelCard) -> _PreparedChat:
         context, response = check_groundedness_messages(req.messages)
         judge = self._groundedness_judge()
-        # Every prompt (two readings per claim and chunk) is read now, so the usage is known
-        # up front; the async paths call this from a worker thread.
+        # Every prompt (two or four readings per claim and chunk) is read now, so the usage is
+        # known up front; the async paths call this from a worker thread.
         scorer = self._scorer if self._scorer.get() is not self._chat.get() else self._chat
         with scorer.turn():
             judgement = judge.judge(context, response)
@@ -244,26 +244,29 @@ class InProcessBackend(Backend):
 
     def _groundedness_judge(self) -> GroundednessJudge:
         if self._judge is None:
-            grounded_at, not_grounded_below = self.groundedness_thresholds()
+            calibration = self.judge_calibration()
             self._judge = GroundednessJudge(
                 self._scorer.get(),
-                grounded_at=grounded_at,
-                not_grounded_below=not_grounded_below,
+                grounded_at=calibration.grounded_at,
+                not_grounded_below=calibration.not_grounded_below,
+                contrast=calibration.contrast,
             )
         return self._judge
 
-    def groundedness_thresholds(self) -> tuple[float, float]:
-        """The judge's (grounded_at, not_grounded_below): the configured ones, else those
-        calibrated for the profile and the engine that reads the judge's prompts (loaded now)."""
+    def judge_calibration(self) -> JudgeCalibration:
+        """How the judge reads: calibrated for the profile and the engine that reads the
+        judge's prompts (loaded now), with the configured thresholds in place of the
+        calibrated ones."""
         from backend.engines.loader import groundedness_reader
 
-        reader = groundedness_reader(self._scorer.get())
-        grounded_at, not_grounded_below = groundedness_thresholds(self.config.profile, reader)
+        calibration = judge_calibration(
+            self.config.profile, groundedness_reader(self._scorer.get())
+        )
         if self.config.grounded_at is not None:
-            grounded_at = self.config.grounded_at
+            calibration = replace(calibration, grounded_at=self.config.grounded_at)
         if self.config.not_grounded_below is not None:
-            not_grounded_below = self.config.not_grounded_below
-        return grounded_at, not_grounded_below
+            calibration = replace(calibration, not_grounded_below=self.config.not_grounded_below)
+        return calibration
 
     def chat(self, request: ChatRequestLike) -> ChatCompletion:
         prepared = self._prepare_chat(request)

@@ -133,8 +133,11 @@ class EchoChatEngine(ScriptedChatEngine):
         # the question asked last (worked examples may come before it)
         prompt = self.tokenizer.decode(prompt_ids)
         document, _, rest = prompt.rpartition("Document:\n")[2].partition("\n\nClaim: ")
-        claim = rest.partition("\n\nIs the claim supported")[0]
-        first = ord("y") if claim and claim in document else ord("n")
+        claim, _, question = rest.partition("\n\n")
+        supported = bool(claim) and claim in document
+        # "yes" to the contrast question ("does the document contradict the claim?") is a no
+        says_yes = supported if question.startswith("Is the claim supported") else not supported
+        first = ord("y") if says_yes else ord("n")
         return [0.0 if c == first else math.log(1e-3) for c in candidate_ids]
 
 

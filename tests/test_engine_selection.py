@@ -144,7 +144,7 @@ def test_the_groundedness_engine_comes_from_the_environment(monkeypatch: pytest.
 @pytest.mark.parametrize(("quantized", "reader"), [(True, "llama.cpp"), (False, "transformers")])
 def test_the_judge_uses_the_thresholds_calibrated_for_its_reader(profile, quantized, reader):
     """llama.cpp (4-bit) and transformers (bf16) give slightly different P(yes)."""
-    from backend.config import groundedness_thresholds
+    from backend.config import judge_calibration
     from backend.inprocess import InProcessBackend
     from tests.fakes import CharCountEmbeddingEngine
 
@@ -153,7 +153,7 @@ def test_the_judge_uses_the_thresholds_calibrated_for_its_reader(profile, quanti
     service = InProcessBackend(
         profile=profile, chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
     )
-    assert service.groundedness_thresholds() == groundedness_thresholds(profile, reader)
+    assert service.judge_calibration() == judge_calibration(profile, reader)
 
 
 def test_configured_thresholds_win_over_the_calibrated_ones():
@@ -166,7 +166,8 @@ def test_configured_thresholds_win_over_the_calibrated_ones():
         grounded_at=1.0,  # nothing is grounded and nothing is not: every verdict is notSure
         not_grounded_below=0.0,
     )
-    assert service.groundedness_thresholds() == (1.0, 0.0)
+    calibration = service.judge_calibration()
+    assert (calibration.grounded_at, calibration.not_grounded_below) == (1.0, 0.0)
     verdict = service.chat(
         {
             "model": "core-1-mini-groundedness-check",

@@ -8,6 +8,11 @@ import jsonschema
 import pytest
 
 from benchmarks.eval import metrics
+from benchmarks.eval.calibrate import (
+    ACCURACY_SLACK,
+    choose_thresholds,
+    cross_validated_accuracy,
+)
 from benchmarks.eval.run_eval import (
     load_jsonl,
     load_tools,
@@ -298,3 +303,37 @@ def test_the_committed_results_files_are_valid():
     for path in paths:
         results = json.loads(path.read_text(encoding="utf-8"))
         assert results["profile"] in ("default", "small")
+
+
+def _pairs(clear: list[tuple[str, float]], ambiguous: list[float]) -> list[dict]:
+    rows = [{"label": label, "support": s, "clear": True} for label, s in clear]
+    return rows + [{"label": "ambiguous", "support": s, "clear": False} for s in ambiguous]
+
+
+# 40 grounded pairs from 0.6 up and 40 not grounded below 0.4, separated but for a grounded
+# pair at 0.47 and a not grounded one at 0.52: the single best cut is wrong on one of them.
+CLEAR = (
+    [(G, 0.6 + i / 100) for i in range(40)]
+    + [(N, 0.4 - i / 100) for i in range(40)]
+    + [(G, 0.47), (N, 0.52)]
+)
+
+
+def test_a_not_sure_band_is_kept_where_the_ambiguous_pairs_fall():
+    chosen = choose_thresholds(_pairs(CLEAR, [0.5, 0.49, 0.9]))
+    assert (chosen["not_grounded_below"], chosen["grounded_at"]) == (0.435, 0.56)
+    assert chosen["not_sure_rate_clear"] == 2 / 82
+    assert chosen["balanced_accuracy"] >= chosen["best_single_cut_accuracy"] - ACCURACY_SLACK
+
+
+def test_a_band_that_holds_no_ambiguous_pair_is_a_hedge_and_is_dropped():
+    chosen = choose_thresholds(_pairs(CLEAR, [0.05, 0.95]))
+    assert chosen["not_grounded_below"] == chosen["grounded_at"] == 0.56
+    assert chosen["not_sure_rate_clear"] == 0.0
+    assert chosen["balanced_accuracy"] == chosen["best_single_cut_accuracy"] == (1 + 40 / 41) / 2
+
+
+def test_cross_validation_scores_held_out_clear_pairs_only():
+    separable = [(G, 0.6 + i / 100) for i in range(20)] + [(N, 0.3 + i / 100) for i in range(20)]
+    assert cross_validated_accuracy(_pairs(separable, [0.5])) == 1.0
+    assert cross_validated_accuracy(_pairs(CLEAR, [0.5])) < 1.0

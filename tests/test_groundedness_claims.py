@@ -74,17 +74,37 @@ def test_rank_chunks_prefers_rare_shared_terms():
 
 
 class DocumentEngine(ScriptedChatEngine):
-    """Says yes exactly when the claim's words all appear in the prompt's document."""
+    """Says the claim is supported (and not contradicted) exactly when its words all appear in
+    the prompt's document."""
 
     def next_token_logprobs(self, prompt_ids, candidate_ids):
         prompt = self.tokenizer.decode(prompt_ids)
         self.prompts.append(list(prompt_ids))
         # The pair asked about is the last in the prompt (worked examples come before it).
-        document, claim = re.findall(r"Document:\n(.*?)\n\nClaim: (.*?)\n\n", prompt, re.S)[-1]
+        pairs = re.findall(r"Document:\n(.*?)\n\nClaim: (.*?)\n\n(.*?\?)", prompt, re.S)
+        document, claim, question = pairs[-1]
         words = set(re.findall(r"\w+", claim.lower()))
         supported = words <= set(re.findall(r"\w+", document.lower()))
-        first = ord("y") if supported else ord("n")
+        says_yes = supported if "supported" in question else not supported
+        first = ord("y") if says_yes else ord("n")
         return [0.0 if c == first else math.log(1e-3) for c in candidate_ids]
+
+
+def asked(prompt: str) -> str:
+    """The last question in a prompt (the fakes' template ends on "question\nassistant: ")."""
+    return re.findall(r"[^\n]*\?", prompt)[-1]
+
+
+class LeaningEngine(ScriptedChatEngine):
+    """Gives P(yes) 0.9 to the support question and 0.6 to the contrast question."""
+
+    def next_token_logprobs(self, prompt_ids, candidate_ids):
+        prompt = self.tokenizer.decode(prompt_ids)
+        self.prompts.append(prompt)
+        p_yes = 0.6 if asked(prompt).endswith("contradict the claim?") else 0.9
+        # The reader sums its yes and its no candidates (spellings, cases): one of each counts.
+        weights = {ord("y"): p_yes, ord("n"): 1 - p_yes}
+        return [math.log(weights.get(c, 1e-12)) for c in candidate_ids]
 
 
 def test_every_claim_must_be_supported():
@@ -106,7 +126,7 @@ def test_long_context_claims_find_their_chunk_at_bounded_cost():
         context, "The ferry carries 196 passengers. Filler paragraph number 33 about topic 33."
     )
     assert judgement.verdict == "grounded"
-    assert len(engine.prompts) == 8  # two claims, two chunks each, two readings each
+    assert len(engine.prompts) == 16  # two claims, two chunks each, four readings each
     # No prompt holds the whole context: each holds one chunk (and the fixed instructions).
     assert max(len(prompt) for prompt in engine.prompts) < len(context)
     assert judgement.prompt_tokens == sum(len(prompt) for prompt in engine.prompts)
@@ -117,3 +137,21 @@ def test_thresholds_make_the_not_sure_band():
         GroundednessJudge(DocumentEngine(), grounded_at=0.3, not_grounded_below=0.4)
     judge = GroundednessJudge(DocumentEngine(), grounded_at=0.6, not_grounded_below=0.4)
     assert judge._verdict(0.5) == "notSure"
+
+
+@pytest.mark.parametrize(
+    ("contrast", "support"), [(True, (0.9 + 0.9 + 0.4 + 0.4) / 4), (False, 0.9)]
+)
+def test_the_contrast_question_counts_by_its_p_no(contrast, support):
+    """Each question is read alone and after the worked examples; the contrast question's
+    "yes" speaks against the claim."""
+    engine = LeaningEngine()
+    judgement = GroundednessJudge(engine, contrast=contrast).judge("The sky is blue.", "Blue sky.")
+    assert judgement.support == pytest.approx(support)
+    questions = [asked(prompt) for prompt in engine.prompts]
+    examples = ["The museum is closed on Mondays." in prompt for prompt in engine.prompts]
+    if contrast:
+        assert examples == [False, True, False, True]
+        assert ["contradict" in q for q in questions] == [False, False, True, True]
+    else:
+        assert examples == [False, True]

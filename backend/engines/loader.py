@@ -122,7 +122,7 @@ def load_groundedness_engine(config: EngineConfig, chat_engine: ChatEngine) -> C
 
 def groundedness_reader(engine: ChatEngine) -> str:
     """Which calibration an engine reading the judge's prompts needs (``backend.config.
-    GROUNDEDNESS_THRESHOLDS``): ``llama.cpp`` for quantized prompt evaluation, else
+    GROUNDEDNESS_CALIBRATIONS``): ``llama.cpp`` for quantized prompt evaluation, else
     ``transformers``."""
     return "llama.cpp" if engine.quantized_prompt_evaluation else "transformers"
 

@@ -7,7 +7,7 @@ weakest claim's P(yes)) and writes them with the chosen thresholds to
 ``calibration-<profile>-<reader>.json``, where the reader is what evaluated the judge's prompts
 on this machine (``llama.cpp`` or ``transformers``; ``CORE_GROUNDEDNESS_ENGINE`` picks). The
 thresholds are chosen by ``choose_thresholds``; copy them into
-``backend.config.GROUNDEDNESS_THRESHOLDS``.
+``backend.config.GROUNDEDNESS_CALIBRATIONS``.
 """
 
 from __future__ import annotations
@@ -37,14 +37,23 @@ def _clear_accuracy(rows: Sequence[dict[str, Any]], high: float, low: float) -> 
     return accuracy, metrics.rate(verdicts, metrics.NOT_SURE)
 
 
+def _not_sure_rate_ambiguous(rows: Sequence[dict[str, Any]], high: float, low: float) -> float:
+    ambiguous = [r for r in rows if not r["clear"]]
+    if not ambiguous:
+        return 0.0
+    return sum(low <= r["support"] < high for r in ambiguous) / len(ambiguous)
+
+
 def choose_thresholds(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     """The (grounded_at, not_grounded_below) pair for these supports.
 
     First the single cut with the best balanced accuracy on the clear cases (the midpoint
     between neighbouring supports); then the widest notSure band around it that keeps
     notSure on at most ``MAX_NOT_SURE_CLEAR`` of the clear cases and the accuracy within
-    ``ACCURACY_SLACK`` of the best, so notSure marks supports where clear cases of both
-    labels mix, not a hedge.
+    ``ACCURACY_SLACK`` of the best, and that marks ambiguity: it holds a larger share of the
+    ambiguous cases than of the clear ones. A band that does not is only a hedge, and the
+    single cut stays (the verdict is then never notSure: the model's support does not tell
+    ambiguous evidence from clear).
     """
     values = sorted({round(r["support"], 6) for r in rows if r["clear"]})
     cuts = [(a + b) / 2 for a, b in zip(values, values[1:], strict=False)] or values
@@ -57,6 +66,7 @@ def choose_thresholds(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
             if (
                 accuracy >= best - ACCURACY_SLACK
                 and not_sure <= MAX_NOT_SURE_CLEAR
+                and _not_sure_rate_ambiguous(rows, high, low) > not_sure
                 and high - low > chosen[0] - chosen[1]
             ):
                 chosen = (high, low)
@@ -76,9 +86,11 @@ def cross_validated_accuracy(
     """Balanced accuracy on the clear pairs with thresholds chosen without the pair judged.
 
     The thresholds are fitted on the same set they are reported on; this is the estimate
-    for pairs the calibration never saw: ``folds``-fold, averaged over ``seeds`` shuffles.
+    for pairs the calibration never saw: ``folds``-fold, averaged over ``seeds`` shuffles
+    (every fit also sees the ambiguous pairs, which decide whether a notSure band is kept).
     """
     clear = [r for r in rows if r["clear"]]
+    ambiguous = [r for r in rows if not r["clear"]]
     scores = []
     for seed in range(seeds):
         order = list(range(len(clear)))
@@ -86,7 +98,8 @@ def cross_validated_accuracy(
         verdicts = [""] * len(clear)
         for fold in range(folds):
             held_out = set(order[fold::folds])
-            chosen = choose_thresholds([r for i, r in enumerate(clear) if i not in held_out])
+            fitted_on = [r for i, r in enumerate(clear) if i not in held_out] + ambiguous
+            chosen = choose_thresholds(fitted_on)
             for i in held_out:
                 verdicts[i] = metrics.threshold_verdict(
                     clear[i]["support"], chosen["grounded_at"], chosen["not_grounded_below"]
@@ -95,8 +108,11 @@ def cross_validated_accuracy(
     return sum(scores) / len(scores)
 
 
-def collect_supports(profile: str, limit: int | None = None) -> tuple[str, list[dict[str, Any]]]:
-    """The reader of the judge's prompts, and each pair's support as that reader gives it."""
+def collect_supports(
+    profile: str, limit: int | None = None, *, contrast: bool = True
+) -> tuple[str, list[dict[str, Any]]]:
+    """The reader of the judge's prompts, and each pair's support as that reader gives it
+    (with or without the contrast question, ``backend.groundedness.CONTRAST``)."""
     from backend.config import EngineConfig
     from backend.engines.loader import (
         groundedness_reader,
@@ -108,7 +124,7 @@ def collect_supports(profile: str, limit: int | None = None) -> tuple[str, list[
     config = EngineConfig.from_env(profile=profile)
     reader_engine = load_groundedness_engine(config, load_chat_engine(config))
     reader = groundedness_reader(reader_engine)
-    judge = GroundednessJudge(reader_engine)
+    judge = GroundednessJudge(reader_engine, contrast=contrast)
     rows = []
     for case in load_jsonl("groundedness.jsonl")[:limit]:
         started = time.perf_counter()
@@ -134,12 +150,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profile", choices=("default", "small"), default="small")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--supports", type=Path, default=None, help="reuse a calibration file")
+    parser.add_argument(
+        "--contrast",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="also ask the contrast question (default: yes)",
+    )
     args = parser.parse_args(argv)
     if args.supports:
         earlier = json.loads(args.supports.read_text(encoding="utf-8"))
-        reader, rows = earlier["reader"], earlier["pairs"]
+        reader, rows, contrast = earlier["reader"], earlier["pairs"], earlier["contrast"]
     else:
-        reader, rows = collect_supports(args.profile, args.limit)
+        contrast = args.contrast
+        reader, rows = collect_supports(args.profile, args.limit, contrast=contrast)
     out = EVAL_DIR / f"calibration-{args.profile}-{reader}.json"
     chosen = choose_thresholds(rows)
     chosen["cross_validated_balanced_accuracy"] = cross_validated_accuracy(rows)
@@ -147,6 +170,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = {
         "profile": args.profile,
         "reader": reader,
+        "contrast": contrast,
         **chosen,
         "summary_at_thresholds": summary,
         "pairs": rows,

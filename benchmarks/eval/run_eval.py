@@ -284,9 +284,10 @@ def run(
             cases = load_jsonl("groundedness.jsonl")[:limit]
             log(f"groundedness: {len(cases)} pairs")
             results["groundedness"] = evaluate_groundedness(backend, cases)
-            results["grounded_at"], results["not_grounded_below"] = (
-                backend.groundedness_thresholds()
-            )
+            calibration = backend.judge_calibration()
+            results["grounded_at"] = calibration.grounded_at
+            results["not_grounded_below"] = calibration.not_grounded_below
+            results["contrast"] = calibration.contrast
         if "tools" in sections:
             cases = load_jsonl("tool_calls.jsonl")[:limit]
             log(f"tool calls: {len(cases)} cases")
