@@ -74,7 +74,7 @@ def groundedness_engine_kind(config: EngineConfig) -> str:
     times faster (64 vs 46 tokens/s), and over the evaluation set it was slower end to end,
     because llama.cpp reuses the cached prefix that the judge's prompts share (worked examples,
     the document chunk) and the copy re-reads it; its balanced accuracy was no better (0.895
-    vs 0.899), so such CPUs keep the chat engine.
+    vs 0.899, with the support question alone), so such CPUs keep the chat engine.
     """
     chat_kind = chat_engine_kind(config)
     if config.groundedness_engine == "transformers":

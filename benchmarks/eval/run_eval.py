@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from tqdm import tqdm
 
 from benchmarks.eval import metrics
 from benchmarks.eval.metrics import GROUNDED, NOT_GROUNDED, NOT_SURE
@@ -53,7 +54,7 @@ def load_tools() -> dict[str, dict[str, Any]]:
 def evaluate_groundedness(backend: Any, cases: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """One check per case; balanced accuracy over the clear grounded/notGrounded cases."""
     rows = []
-    for case in cases:
+    for case in tqdm(cases, desc="groundedness", unit="pair"):
         started = time.perf_counter()
         reply = backend.chat(
             {
@@ -133,7 +134,7 @@ def evaluate_tools(
     """One greedy chat request per case with its tools offered (tool_choice auto)."""
     functions = {name: tool["function"] for name, tool in tools.items()}
     outcomes, rows = [], []
-    for case in cases:
+    for case in tqdm(cases, desc="tool calls", unit="case"):
         started = time.perf_counter()
         reply = backend.chat(
             {
