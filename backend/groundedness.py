@@ -28,8 +28,8 @@
 
 The thresholds, and whether the contrast question is asked, are calibrated per profile and per
 reader of the prompts on ``benchmarks/eval/groundedness.jsonl`` (``backend.config.
-GROUNDEDNESS_CALIBRATIONS``). The request's temperature is
-validated but does not change the verdict.
+GROUNDEDNESS_CALIBRATIONS``). The request's temperature is validated but does not change the
+verdict.
 """
 
 from __future__ import annotations
@@ -62,14 +62,14 @@ SUPPORT = Question(
         "follows from it; answer no if the document contradicts any part of the claim or does "
         "not mention it. Answer yes or no."
     ),
-    template=("Document:\n{document}\n\nClaim: {claim}\n\nIs the claim supported by the document?"),
+    template="Document:\n{document}\n\nClaim: {claim}\n\nIs the claim supported by the document?",
     example_answers=("yes", "no", "no", "yes"),
     yes_supports=True,
 )
 #: The contrast question. Alone it is no judge: the 1.5B model answers "yes" mostly when the
 #: claim agrees (balanced accuracy 0.47 on the evaluation set). But that leaning to "yes" is
 #: shared with the support question for the same (document, claim), so averaging in its P(no)
-#: cancels part of it (contextual calibration): see ``GroundednessJudge``.
+#: cancels part of it (contextual calibration): see the module's docstring.
 CONTRAST = Question(
     instruction=(
         "You are a careful fact checker. Decide whether the document contradicts the claim. "
@@ -78,7 +78,7 @@ CONTRAST = Question(
         "claim says; answer no if the document agrees with the claim or does not mention it. "
         "Answer yes or no."
     ),
-    template=("Document:\n{document}\n\nClaim: {claim}\n\nDoes the document contradict the claim?"),
+    template="Document:\n{document}\n\nClaim: {claim}\n\nDoes the document contradict the claim?",
     example_answers=("no", "yes", "no", "no"),
     yes_supports=False,
 )
