@@ -67,7 +67,7 @@ GROUNDEDNESS_CALIBRATIONS = {
     #
     # 0.902 (0.903); notSure on 2.3% of the clear pairs and 12.5% of the ambiguous ones.
     ("default", "transformers"): JudgeCalibration(0.7174, 0.6863, contrast=False),
-    # 0.929 (0.916); without the contrast question 0.899 (0.885) with a band.
+    # 0.929 (0.916); the support question alone scored 0.899 (0.885) in its calibration run.
     ("default", "llama.cpp"): JudgeCalibration(0.595, 0.595, contrast=True),
     # 0.745 (0.706): the 0.5B model cannot do much better.
     ("small", "transformers"): JudgeCalibration(0.5165, 0.5165, contrast=False),

@@ -105,6 +105,21 @@ EXAMPLES = (
 )
 
 
+def asked(question: Question, document: str, claim: str) -> dict[str, str]:
+    """The user turn that asks ``question`` about the pair."""
+    return {"role": "user", "content": question.template.format(document=document, claim=claim)}
+
+
+def reading_leads(question: Question) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
+    """The messages before the pair in the question's two readings: its instruction alone,
+    and its instruction with the worked examples and their answers."""
+    instruction = {"role": "system", "content": question.instruction}
+    examples = []
+    for (document, claim), answer in zip(EXAMPLES, question.example_answers, strict=True):
+        examples += [asked(question, document, claim), {"role": "assistant", "content": answer}]
+    return [instruction], [instruction, *examples]
+
+
 @dataclass(frozen=True)
 class Judgement:
     verdict: Verdict
@@ -159,7 +174,9 @@ class GroundednessJudge:
         self._chunks_per_claim = chunks_per_claim
         self._max_claims = max_claims
         self._reader = YesNoReader(engine)
-        self._questions = (SUPPORT, CONTRAST) if contrast else (SUPPORT,)
+        questions = (SUPPORT, CONTRAST) if contrast else (SUPPORT,)
+        #: What comes before the pair in each reading of each question.
+        self._leads = [(question, reading_leads(question)) for question in questions]
 
     def _count_tokens(self, text: str) -> int:
         tokenizer = self._reader.engine.tokenizer
@@ -171,25 +188,14 @@ class GroundednessJudge:
         last, so readings of other claims against the same chunk share the prompt's
         beginning (a chunk's text is evaluated once per question, where the engine reuses
         cached prefixes)."""
-        readings = []
-        for question in self._questions:
-            instruction = {"role": "system", "content": question.instruction}
-            pair = {
-                "role": "user",
-                "content": question.template.format(document=document, claim=claim),
-            }
-            examples = []
-            for (example_document, example_claim), answer in zip(
-                EXAMPLES, question.example_answers, strict=True
-            ):
-                text = question.template.format(document=example_document, claim=example_claim)
-                examples += [
-                    {"role": "user", "content": text},
-                    {"role": "assistant", "content": answer},
-                ]
-            for messages in ([instruction, pair], [instruction, *examples, pair]):
-                readings.append((self._reader.prompt_ids(messages), question.yes_supports))
-        return readings
+        return [
+            (
+                self._reader.prompt_ids([*lead, asked(question, document, claim)]),
+                question.yes_supports,
+            )
+            for question, leads in self._leads
+            for lead in leads
+        ]
 
     def _support(self, document: str, claim: str) -> tuple[float, int]:
         """The claim's support by this chunk (the mean over the readings of P(yes) where

@@ -38,10 +38,10 @@ def _clear_accuracy(rows: Sequence[dict[str, Any]], high: float, low: float) -> 
 
 
 def _not_sure_rate_ambiguous(rows: Sequence[dict[str, Any]], high: float, low: float) -> float:
+    """NaN without ambiguous pairs, which compares false: no band is kept then."""
     ambiguous = [r for r in rows if not r["clear"]]
-    if not ambiguous:
-        return 0.0
-    return sum(low <= r["support"] < high for r in ambiguous) / len(ambiguous)
+    verdicts = [metrics.threshold_verdict(r["support"], high, low) for r in ambiguous]
+    return metrics.rate(verdicts, metrics.NOT_SURE)
 
 
 def choose_thresholds(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
