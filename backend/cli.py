@@ -9,19 +9,19 @@ import sys
 from collections.abc import Sequence
 
 from backend import connect
-from backend.errors import CoreError
+from backend.groundedness.request import groundedness_request, read_verdict
 from backend.interface import Backend
+from backend.local.config import PROFILE_CHAT_MODELS
+from backend.protocol.catalogue import DEFAULT_CHAT_MODEL, InputType, embedding_model
+from backend.protocol.errors import CoreError
 
-EMBEDDING_MODELS = {
-    "query": "core-embedding-1-large-query",
-    "passage": "core-embedding-1-large-passage",
-}
+PROFILES = sorted(PROFILE_CHAT_MODELS)
 
 
 def _connection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", help="server address (default: in-process, or CORE_BASE_URL)")
     parser.add_argument("--api-key", help="bearer key for the server (default: CORE_API_KEY)")
-    parser.add_argument("--profile", choices=["default", "small"], help="in-process model profile")
+    parser.add_argument("--profile", choices=PROFILES, help="in-process model profile")
 
 
 def _backend(args: argparse.Namespace) -> Backend:
@@ -43,12 +43,13 @@ def _chat(args: argparse.Namespace) -> int:
         if args.no_stream:
             print(service.chat(request).choices[0].message.content)
             return 0
-        for chunk in service.stream_chat(request):
-            for choice in chunk.choices:
-                if choice.delta.content:
-                    print(choice.delta.content, end="", flush=True)
-                for call in choice.delta.tool_calls or ():
-                    print(call.model_dump_json(exclude_none=True), flush=True)
+        with service.stream_chat(request) as chunks:  # Ctrl-C stops the generation
+            for chunk in chunks:
+                for choice in chunk.choices:
+                    if choice.delta.content:
+                        print(choice.delta.content, end="", flush=True)
+                    for call in choice.delta.tool_calls or ():
+                        print(call.model_dump_json(exclude_none=True), flush=True)
         print()
     return 0
 
@@ -56,22 +57,16 @@ def _chat(args: argparse.Namespace) -> int:
 def _embed(args: argparse.Namespace) -> int:
     texts = args.texts or [line.rstrip("\n") for line in sys.stdin if line.strip()]
     with _backend(args) as service:
-        result = service.embed({"model": EMBEDDING_MODELS[args.kind], "input": texts})
+        model = embedding_model(InputType(args.kind))
+        result = service.embed({"model": model, "input": texts})
     for item in result.data:
         print(json.dumps({"index": item.index, "embedding": item.embedding}))
     return 0
 
 
 def _check(args: argparse.Namespace) -> int:
-    request = {
-        "model": "core-1-mini-groundedness-check",
-        "messages": [
-            {"role": "user", "content": args.context},
-            {"role": "assistant", "content": args.response},
-        ],
-    }
     with _backend(args) as service:
-        print(service.chat(request).choices[0].message.content)
+        print(read_verdict(service.chat(groundedness_request(args.context, args.response))))
     return 0
 
 
@@ -98,7 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     chat = commands.add_parser("chat", help="chat with the model, streaming the answer")
     chat.add_argument("prompt")
-    chat.add_argument("--model", default="core-1-mini-chat")
+    chat.add_argument("--model", default=DEFAULT_CHAT_MODEL)
     chat.add_argument("--system", help="system message")
     chat.add_argument("--max-tokens", type=int, default=512)
     chat.add_argument("--temperature", type=float, default=0.0)
@@ -108,7 +103,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     embed = commands.add_parser("embed", help="embed texts (arguments, or lines of stdin)")
     embed.add_argument("texts", nargs="*")
-    embed.add_argument("--kind", choices=sorted(EMBEDDING_MODELS), default="passage")
+    embed.add_argument("--kind", choices=[kind.value for kind in InputType], default="passage")
     _connection_options(embed)
     embed.set_defaults(run=_embed)
 
@@ -123,7 +118,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--no-auth", action="store_true", help="accept requests without a key")
     serve.add_argument("--api-key-file", help="file with accepted keys, one per line")
-    serve.add_argument("--profile", choices=["default", "small"], help="model profile")
+    serve.add_argument("--profile", choices=PROFILES, help="model profile")
     serve.set_defaults(run=_serve)
     return parser
 

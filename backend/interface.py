@@ -1,42 +1,132 @@
-"""The one interface every front-end uses: the in-process engine and the HTTP client both
-implement ``Backend``; the server, the CLI and the LangChain / LlamaIndex adapters sit on it."""
+"""The one interface every front-end uses: the in-process backend and the HTTP client both
+implement ``Backend``; the server, the CLI, the bulk runner and the LangChain / LlamaIndex
+adapters sit on it."""
 
 from __future__ import annotations
 
 import abc
-import time
-from collections.abc import AsyncIterator, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from typing import Any
 
-from backend.catalogue import CATALOGUE
-from backend.schemas import (
+from backend.protocol.catalogue import model_list
+from backend.protocol.schemas import (
     ChatCompletion,
     ChatCompletionChunk,
     ChatCompletionRequest,
     EmbeddingList,
     EmbeddingRequest,
     ModelList,
-    ModelObject,
 )
 
 ChatRequestLike = ChatCompletionRequest | Mapping[str, Any]
 EmbeddingRequestLike = EmbeddingRequest | Mapping[str, Any]
 
 
+class ChatStream(Iterator[ChatCompletionChunk]):
+    """The chunks of one streamed chat completion.
+
+    ``close()`` (or leaving a ``with`` block) stops the generation and frees what the stream
+    holds (a model's place, a connection); it runs by itself when the stream ends or fails.
+    """
+
+    def __init__(
+        self,
+        chunks: Iterator[ChatCompletionChunk],
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self._chunks = chunks
+        self._on_close = on_close
+        self._closed = False
+
+    def __iter__(self) -> ChatStream:
+        return self
+
+    def __next__(self) -> ChatCompletionChunk:
+        if self._closed:
+            raise StopIteration
+        try:
+            return next(self._chunks)
+        except BaseException:
+            self.close()
+            raise
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            close = getattr(self._chunks, "close", None)  # a generator's, when it is one
+            if close is not None:
+                close()
+        finally:
+            if self._on_close is not None:
+                self._on_close()
+
+    def __enter__(self) -> ChatStream:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class AsyncChatStream(AsyncIterator[ChatCompletionChunk]):
+    """The async twin of ``ChatStream``: ``aclose()`` stops the generation."""
+
+    def __init__(
+        self,
+        chunks: AsyncIterator[ChatCompletionChunk],
+        on_close: Callable[[], Awaitable[None]] | None = None,
+    ) -> None:
+        self._chunks = chunks
+        self._on_close = on_close
+        self._closed = False
+
+    def __aiter__(self) -> AsyncChatStream:
+        return self
+
+    async def __anext__(self) -> ChatCompletionChunk:
+        if self._closed:
+            raise StopAsyncIteration
+        try:
+            return await anext(self._chunks)
+        except BaseException:
+            await self.aclose()
+            raise
+
+    async def aclose(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            aclose = getattr(self._chunks, "aclose", None)  # an async generator's
+            if aclose is not None:
+                await aclose()
+        finally:
+            if self._on_close is not None:
+                await self._on_close()
+
+    async def __aenter__(self) -> AsyncChatStream:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+
 class Backend(abc.ABC):
     """Chat (and groundedness), streaming chat and embeddings, sync and async.
 
     A request is a request model or the JSON-shaped dict the HTTP API takes; results are the
-    response models. Failures raise ``backend.errors.CoreError`` subclasses carrying the HTTP
-    status and the spec's error object. ``stream`` in a request is ignored: the method decides.
+    response models. Failures raise ``backend.protocol.errors.CoreError`` subclasses carrying
+    the HTTP status and the spec's error object. ``stream`` in a request is ignored: the
+    method decides.
     """
 
     @abc.abstractmethod
     def chat(self, request: ChatRequestLike) -> ChatCompletion: ...
 
     @abc.abstractmethod
-    def stream_chat(self, request: ChatRequestLike) -> Iterator[ChatCompletionChunk]:
-        """Validate the request at once (errors raise here), then return the chunk iterator."""
+    def stream_chat(self, request: ChatRequestLike) -> ChatStream:
+        """Validate the request at once (errors raise here), then return the stream."""
 
     @abc.abstractmethod
     def embed(self, request: EmbeddingRequestLike) -> EmbeddingList: ...
@@ -45,15 +135,36 @@ class Backend(abc.ABC):
     async def achat(self, request: ChatRequestLike) -> ChatCompletion: ...
 
     @abc.abstractmethod
-    async def astream_chat(self, request: ChatRequestLike) -> AsyncIterator[ChatCompletionChunk]:
-        """Validate the request (errors raise when awaited), then return the chunk iterator."""
+    async def astream_chat(self, request: ChatRequestLike) -> AsyncChatStream:
+        """Validate the request (errors raise when awaited), then return the stream."""
 
     @abc.abstractmethod
     async def aembed(self, request: EmbeddingRequestLike) -> EmbeddingList: ...
 
     def models(self) -> ModelList:
         """The model catalogue (spec 2.1) in OpenAI's list shape."""
-        return catalogue_model_list()
+        return model_list()
+
+    def warmup(self) -> None:
+        """Get ready to answer now (load the models) rather than on the first request."""
+
+    def tokenize(self, text: str) -> list[int]:
+        """The chat model's token ids for ``text``, without special tokens.
+
+        Raises:
+            NotImplementedError: the chat model's tokenizer is not in this process.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no local chat tokenizer")
+
+    def count_prompt_tokens(self, request: ChatRequestLike) -> int:
+        """The prompt tokens a chat request would be charged: its messages and tools rendered
+        exactly as the model reads them.
+
+        Raises:
+            NotImplementedError: the chat model's tokenizer is not in this process.
+            BadRequestError: the request is invalid.
+        """
+        raise NotImplementedError(f"{type(self).__name__} has no local chat tokenizer")
 
     def close(self) -> None:
         """Release connections or models; the backend is unusable afterwards."""
@@ -74,22 +185,38 @@ class Backend(abc.ABC):
         await self.aclose()
 
 
-def catalogue_model_list() -> ModelList:
-    return ModelList(
-        data=[
-            ModelObject(
-                id=card.name,
-                created=int(time.mktime(card.release_date.timetuple())),
-                operation=card.operation.value,
-                status=card.status,  # type: ignore[arg-type]
-                release_date=card.release_date.isoformat(),
-                context_length=card.context_length,
-                version=card.version,
-                deprecation_date=card.deprecation_date.isoformat()
-                if card.deprecation_date
-                else None,
-                replaced_by=card.replaced_by,
-            )
-            for card in CATALOGUE
-        ]
-    )
+class BackendProxy(Backend):
+    """A backend that hands every call to ``inner``; subclasses change what they need."""
+
+    def __init__(self, inner: Backend) -> None:
+        self.inner = inner
+
+    def chat(self, request: ChatRequestLike) -> ChatCompletion:
+        return self.inner.chat(request)
+
+    def stream_chat(self, request: ChatRequestLike) -> ChatStream:
+        return self.inner.stream_chat(request)
+
+    def embed(self, request: EmbeddingRequestLike) -> EmbeddingList:
+        return self.inner.embed(request)
+
+    async def achat(self, request: ChatRequestLike) -> ChatCompletion:
+        return await self.inner.achat(request)
+
+    async def astream_chat(self, request: ChatRequestLike) -> AsyncChatStream:
+        return await self.inner.astream_chat(request)
+
+    async def aembed(self, request: EmbeddingRequestLike) -> EmbeddingList:
+        return await self.inner.aembed(request)
+
+    def models(self) -> ModelList:
+        return self.inner.models()
+
+    def warmup(self) -> None:
+        self.inner.warmup()
+
+    def tokenize(self, text: str) -> list[int]:
+        return self.inner.tokenize(text)
+
+    def count_prompt_tokens(self, request: ChatRequestLike) -> int:
+        return self.inner.count_prompt_tokens(request)

@@ -13,13 +13,17 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from backend.engines.llamacpp_chat import cpu_safe_model_params, default_threads
-from backend.inprocess import InProcessBackend
-from backend.weights.embedded_chat import EMBEDDED_CHAT_MODELS, assemble_gguf, convert_tokenizer
+from backend.engines.weights.embedded_chat import (
+    EMBEDDED_CHAT_MODELS,
+    assemble_gguf,
+    convert_tokenizer,
+)
+from backend.local import InProcessBackend
+from backend.protocol.catalogue import DEFAULT_CHAT_MODEL
 from benchmarks.measure import Figure
 from benchmarks.texts import chat_prompt
 
 NEW_TOKENS = 128
-CHAT_MODEL = "core-1-mini-chat"
 
 
 @dataclass(frozen=True)
@@ -44,7 +48,7 @@ def _messages(variant: int) -> list[dict]:
 def time_backend_stream(backend, variant: int, max_tokens: int = NEW_TOKENS) -> StreamTiming:
     """Stream through a ``Backend`` (in-process or HTTP); token count from the usage."""
     request = {
-        "model": CHAT_MODEL,
+        "model": DEFAULT_CHAT_MODEL,
         "messages": _messages(variant),
         "temperature": 0,
         "max_tokens": max_tokens,
@@ -115,7 +119,7 @@ class HFGenerate:
         import torch
         from transformers import AutoModelForCausalLM
 
-        from backend.weights.embedded_chat import resolve_chat_model
+        from backend.engines.weights.embedded_chat import resolve_chat_model
 
         self.torch = torch
         self.model = AutoModelForCausalLM.from_pretrained(

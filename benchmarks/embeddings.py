@@ -7,17 +7,16 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from backend.catalogue import InputType
-from backend.embedding_service import EmbeddingService
+from backend.embeddings.windows import WindowedEncoder
 from backend.engines.transformers_embeddings import TransformersEmbeddingEngine
-from backend.weights.embedded_e5 import resolve_embedding_model
+from backend.engines.weights.embedded_e5 import resolve_embedding_model
+from backend.protocol.catalogue import PASSAGE_MODEL, InputType
+from backend.testing.servers import ServerProcess
 from benchmarks.measure import Figure, interleaved, timed
-from benchmarks.server_process import ServerProcess
 from benchmarks.texts import mixed_texts, short_requests
 
 MODEL = "multilingual-e5-small"
 BATCH_SIZE = 32
-PASSAGE_MODEL = "core-embedding-1-large-passage"
 
 
 def inprocess_vs_sentence_transformers(repeats: int) -> Figure:
@@ -26,7 +25,7 @@ def inprocess_vs_sentence_transformers(repeats: int) -> Figure:
 
     folder = resolve_embedding_model(MODEL)
     texts = mixed_texts(512)
-    ours = EmbeddingService(TransformersEmbeddingEngine(folder, device="cpu"))
+    ours = WindowedEncoder(TransformersEmbeddingEngine(folder, device="cpu"))
     # The same folder: sentence-transformers adds mean pooling to a plain transformers model.
     baseline = SentenceTransformer(folder, device="cpu")
     prefixed = [ours.prefixes.passage + text for text in texts]

@@ -8,11 +8,12 @@ from __future__ import annotations
 import argparse
 import logging
 import os
+import tempfile
 from pathlib import Path
 
+from backend.testing.servers import ServerProcess
 from benchmarks import chat, embeddings, machine, serving
 from benchmarks.measure import Figure, print_table, write_results
-from benchmarks.server_process import running_server
 
 RESULTS = Path(__file__).with_name("results.json")
 
@@ -32,9 +33,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     groups = set(args.only or ["machine", "chat", "embeddings", "server"])
 
-    from backend.config import PROFILE_CHAT_MODELS
-    from backend.inprocess import InProcessBackend
-    from backend.weights.embedded_chat import EMBEDDED_CHAT_MODELS
+    from backend.engines.weights.embedded_chat import EMBEDDED_CHAT_MODELS
+    from backend.local import InProcessBackend
+    from backend.local.config import PROFILE_CHAT_MODELS
 
     model_name = PROFILE_CHAT_MODELS[args.profile]
     print(
@@ -69,7 +70,8 @@ def main(argv: list[str] | None = None) -> int:
         done(embeddings.inprocess_vs_sentence_transformers(args.repeats))
     if "server" in groups:
         # The server's default settings: 16 model places, so 16 clients run at once.
-        with running_server(args.profile) as server:
+        log = Path(tempfile.gettempdir()) / "core-bench-server.log"  # not the figures' stdout
+        with ServerProcess(args.profile, log=log) as server:
             done(embeddings.server_concurrent_vs_sequential(server, args.repeats))
             done(*serving.chat_concurrent_vs_single(server, args.repeats))
             done(serving.chat_ttft_server_vs_inprocess(server, backend, args.repeats))

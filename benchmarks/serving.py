@@ -6,9 +6,9 @@ import statistics
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+from backend.testing.servers import ServerProcess
 from benchmarks.chat import time_backend_stream
 from benchmarks.measure import Figure, interleaved
-from benchmarks.server_process import ServerProcess
 
 CONCURRENT_TOKENS = 128
 

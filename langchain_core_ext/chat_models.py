@@ -29,9 +29,9 @@ from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_core.utils.pydantic import is_basemodel_subclass
 from pydantic import BaseModel, ConfigDict, Field
 
-from backend.catalogue import find_model
-from backend.errors import NotFoundError
-from backend.schemas import ChatCompletion
+from backend.protocol.catalogue import DEFAULT_CHAT_MODEL, find_model
+from backend.protocol.errors import NotFoundError
+from backend.protocol.schemas import ChatCompletion
 from langchain_core_ext.connection import CoreConnection
 from langchain_core_ext.messages import (
     MODEL_PROVIDER,
@@ -39,8 +39,6 @@ from langchain_core_ext.messages import (
     completion_to_message,
     messages_to_wire,
 )
-
-DEFAULT_CHAT_MODEL = "core-1-mini-chat"
 
 ToolLike = dict[str, Any] | type | Callable[..., Any] | BaseTool
 ToolChoiceLike = str | bool | dict[str, Any] | None
@@ -288,17 +286,13 @@ class ChatCore(CoreConnection, BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> Iterator[ChatGenerationChunk]:
-        chunks = self._get_backend().stream_chat(self._stream_request(messages, stop, **kwargs))
-        try:
+        request = self._stream_request(messages, stop, **kwargs)
+        with self._get_backend().stream_chat(request) as chunks:
             for chunk in chunks:
                 generation = chunk_to_generation(chunk)
                 if run_manager:
                     run_manager.on_llm_new_token(generation.text, chunk=generation)
                 yield generation
-        finally:
-            close = getattr(chunks, "close", None)
-            if close is not None:
-                close()
 
     async def _astream(
         self,
@@ -308,17 +302,12 @@ class ChatCore(CoreConnection, BaseChatModel):
         **kwargs: Any,
     ) -> AsyncIterator[ChatGenerationChunk]:
         request = self._stream_request(messages, stop, **kwargs)
-        chunks = await self._get_backend().astream_chat(request)
-        try:
+        async with await self._get_backend().astream_chat(request) as chunks:
             async for chunk in chunks:
                 generation = chunk_to_generation(chunk)
                 if run_manager:
                     await run_manager.on_llm_new_token(generation.text, chunk=generation)
                 yield generation
-        finally:
-            aclose = getattr(chunks, "aclose", None)
-            if aclose is not None:
-                await aclose()
 
     # ------------------------------------------------------------------ tools
 
@@ -402,15 +391,6 @@ class ChatCore(CoreConnection, BaseChatModel):
 
     # ------------------------------------------------------------------ token counting
 
-    def _local_tokenizer(self) -> Any | None:
-        """The chat model's own tokenizer when it runs in this process (loads the model)."""
-        from backend.inprocess import InProcessBackend
-
-        service = self._get_backend()
-        if isinstance(service, InProcessBackend):
-            return service._chat.get().tokenizer  # noqa: SLF001 - no public accessor yet
-        return None
-
     def get_token_ids(self, text: str) -> list[int]:
         """Token ids from the model's own tokenizer (in-process) or ``custom_get_token_ids``.
 
@@ -418,22 +398,23 @@ class ChatCore(CoreConnection, BaseChatModel):
             NotImplementedError: over HTTP without ``custom_get_token_ids``: the tokenizer is
                 in the server, and LangChain's GPT-2 fallback would need a download.
         """
-        tokenizer = self._local_tokenizer()
-        if tokenizer is not None:
-            return list(tokenizer.encode(text, add_special_tokens=False))
-        if self.custom_get_token_ids is not None:
-            return self.custom_get_token_ids(text)
-        raise NotImplementedError(
-            "token ids need the chat model's tokenizer, which runs in the server; pass "
-            "custom_get_token_ids, or use get_num_tokens for an estimate"
-        )
+        try:
+            return self._get_backend().tokenize(text)
+        except NotImplementedError:
+            if self.custom_get_token_ids is not None:
+                return self.custom_get_token_ids(text)
+            raise NotImplementedError(
+                "token ids need the chat model's tokenizer, which runs in the server; pass "
+                "custom_get_token_ids, or use get_num_tokens for an estimate"
+            ) from None
 
     def get_num_tokens(self, text: str) -> int:
         """Exact with the in-process tokenizer or ``custom_get_token_ids``; else an offline
         estimate (``estimate_token_count``), never a tokenizer download."""
-        if self.custom_get_token_ids is not None or self._local_tokenizer() is not None:
+        try:
             return len(self.get_token_ids(text))
-        return estimate_token_count(text)
+        except NotImplementedError:
+            return estimate_token_count(text)
 
     def get_num_tokens_from_messages(
         self, messages: list[BaseMessage], tools: Sequence[Any] | None = None
@@ -444,19 +425,12 @@ class ChatCore(CoreConnection, BaseChatModel):
         ``input_tokens`` a call reports; over HTTP it is LangChain's per-message sum of
         ``get_num_tokens``.
         """
-        tokenizer = self._local_tokenizer()
-        if tokenizer is None:
+        request = {
+            "model": self.model,
+            "messages": messages_to_wire(messages),
+            "tools": [convert_to_openai_tool(t) for t in tools] if tools else None,
+        }
+        try:
+            return self._get_backend().count_prompt_tokens(request)
+        except NotImplementedError:
             return super().get_num_tokens_from_messages(messages, tools)
-        from backend.chat_prompt import render_prompt
-        from backend.schemas import ChatCompletionRequest
-        from backend.validation import parse_request
-
-        request = parse_request(
-            ChatCompletionRequest,
-            {
-                "model": self.model,
-                "messages": messages_to_wire(messages),
-                "tools": [convert_to_openai_tool(t) for t in tools] if tools else None,
-            },
-        )
-        return len(render_prompt(tokenizer, request.messages, request.tools).ids)

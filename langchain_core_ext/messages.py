@@ -29,7 +29,7 @@ from langchain_core.messages.tool import invalid_tool_call, tool_call_chunk
 from langchain_core.output_parsers.openai_tools import parse_tool_call
 from langchain_core.outputs import ChatGenerationChunk
 
-from backend.schemas import ChatCompletion, ChatCompletionChunk, Usage
+from backend.protocol.schemas import ChatCompletion, ChatCompletionChunk, Usage
 
 MODEL_PROVIDER = "core"
 

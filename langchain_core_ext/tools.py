@@ -2,19 +2,17 @@
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForToolRun, CallbackManagerForToolRun
 from langchain_core.documents import Document
 from langchain_core.tools import BaseTool
 from pydantic import BaseModel, Field
 
-from backend.schemas import ChatCompletion
+from backend.groundedness.request import groundedness_request, read_verdict
+from backend.protocol.catalogue import GROUNDEDNESS_MODEL
+from backend.protocol.schemas import Verdict
 from langchain_core_ext.connection import CoreConnection
-
-DEFAULT_GROUNDEDNESS_MODEL = "core-1-mini-groundedness-check"
-
-Verdict = Literal["grounded", "notGrounded", "notSure"]
 
 
 class GroundednessCheckInput(BaseModel):
@@ -26,11 +24,11 @@ class GroundednessCheckInput(BaseModel):
     answer: str = Field(description="The answer to check against the context.")
 
 
-def context_text(context: str | list[Document]) -> str:
-    """The context as one text: documents' contents joined with blank lines."""
+def context_texts(context: str | list[Document]) -> str | list[str]:
+    """The context as the check takes it: a text, or the documents' contents."""
     if isinstance(context, str):
         return context
-    return "\n\n".join(doc.page_content for doc in context)
+    return [doc.page_content for doc in context]
 
 
 class CoreGroundednessCheck(CoreConnection, BaseTool):
@@ -51,20 +49,10 @@ class CoreGroundednessCheck(CoreConnection, BaseTool):
         "documents) and the answer. Output: grounded, notGrounded or notSure."
     )
     args_schema: type[BaseModel] = GroundednessCheckInput
-    model: str = Field(default=DEFAULT_GROUNDEDNESS_MODEL, description="Groundedness model.")
+    model: str = Field(default=GROUNDEDNESS_MODEL, description="Groundedness model.")
 
     def _request(self, context: str | list[Document], answer: str) -> dict[str, Any]:
-        return {
-            "model": self.model,
-            "messages": [
-                {"role": "user", "content": context_text(context)},
-                {"role": "assistant", "content": answer},
-            ],
-        }
-
-    @staticmethod
-    def _verdict(completion: ChatCompletion) -> Verdict:
-        return completion.choices[0].message.content  # type: ignore[return-value]
+        return groundedness_request(context_texts(context), answer, model=self.model)
 
     def _run(
         self,
@@ -72,7 +60,7 @@ class CoreGroundednessCheck(CoreConnection, BaseTool):
         answer: str,
         run_manager: CallbackManagerForToolRun | None = None,
     ) -> Verdict:
-        return self._verdict(self._get_backend().chat(self._request(context, answer)))
+        return read_verdict(self._get_backend().chat(self._request(context, answer)))
 
     async def _arun(
         self,
@@ -80,4 +68,4 @@ class CoreGroundednessCheck(CoreConnection, BaseTool):
         answer: str,
         run_manager: AsyncCallbackManagerForToolRun | None = None,
     ) -> Verdict:
-        return self._verdict(await self._get_backend().achat(self._request(context, answer)))
+        return read_verdict(await self._get_backend().achat(self._request(context, answer)))

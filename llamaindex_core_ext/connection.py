@@ -1,53 +1,51 @@
-"""Which ``Backend`` an adapter object talks to.
+"""Which ``Backend`` an adapter object talks to, from the connection settings every adapter
+shares (``backend.ConnectionSettings``).
 
 Over HTTP when a base URL is given (or ``CORE_BASE_URL`` is set), where ``timeout`` and
 ``max_retries`` go to the HTTP client, which alone retries: the adapters add no retry loop of
-their own. Otherwise the in-process engine, shared by every adapter object in the process
-that runs the same engine settings, so the LLM, the embedding model and the evaluator load
-the models once.
+their own. Otherwise a handle on the in-process backend shared by every adapter object in the
+process that runs the same engine settings, so the LLM, the embedding model and the evaluator
+load the models once.
 """
 
 from __future__ import annotations
 
-import os
+from typing import Any
 
-from pydantic import SecretStr
+from llama_index.core.bridge.pydantic import PrivateAttr
 
-from backend import API_KEY_ENV, BASE_URL_ENV, Backend, connect
-from backend.config import EngineConfig
-
-
-def env_base_url() -> str | None:
-    """The default ``base_url`` of every adapter: ``CORE_BASE_URL``, or None (in-process)."""
-    return os.environ.get(BASE_URL_ENV) or None
+from backend import ConnectionSettings
+from backend.interface import Backend
 
 
-def env_api_key() -> SecretStr | None:
-    """The default ``api_key`` of every adapter: ``CORE_API_KEY``, or None."""
-    value = os.environ.get(API_KEY_ENV)
-    return SecretStr(value) if value else None
+class CoreConnection(ConnectionSettings):
+    """The connection settings of ``Core``, ``CoreEmbedding`` and ``CoreGroundednessEvaluator``
+    (a mixin), and the backend they open from them.
 
-
-def open_backend(
-    base_url: str | None,
-    api_key: SecretStr | str | None,
-    timeout: float,
-    max_retries: int,
-) -> Backend:
-    """The HTTP client for ``base_url``, or the shared in-process backend when it is None.
-
-    ``timeout`` and ``max_retries`` only concern the HTTP client; in-process there is no
-    connection to time out or retry.
+    Args:
+        base_url, api_key, timeout, max_retries: see ``ConnectionSettings``.
+        backend: a ready ``Backend`` to use instead (tests, or one shared client); it stays
+            the caller's.
     """
-    if base_url:
-        key = api_key.get_secret_value() if isinstance(api_key, SecretStr) else api_key
-        return connect(base_url=base_url, api_key=key, timeout=timeout, max_retries=max_retries)
-    return shared_in_process_backend()
 
+    _backend: Backend | None = PrivateAttr(default=None)
+    _owns_backend: bool = PrivateAttr(default=False)
 
-def shared_in_process_backend() -> Backend:
-    """The in-process backend for the engine settings in the environment, shared with the
-    LangChain components (``backend.inprocess.shared_inprocess_backend``)."""
-    from backend.inprocess import shared_inprocess_backend
+    def __init__(self, *, backend: Backend | None = None, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._backend = backend
 
-    return shared_inprocess_backend(EngineConfig.from_env())
+    def get_backend(self) -> Backend:
+        """The backend requests go to, opened on first use."""
+        # getattr: LlamaIndex's pickling drops an unpicklable backend (worker processes).
+        if getattr(self, "_backend", None) is None:
+            self._backend = self.connect()
+            self._owns_backend = True
+        return self._backend
+
+    def close(self) -> None:
+        """Close the client this object opened, or give up its share of the in-process
+        models (others sharing them keep working); a ``backend`` passed in is the caller's."""
+        if getattr(self, "_owns_backend", False) and self._backend is not None:
+            backend, self._backend = self._backend, None
+            backend.close()

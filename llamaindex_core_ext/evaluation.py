@@ -16,37 +16,31 @@ from typing import Any
 
 from llama_index.core.evaluation.base import BaseEvaluator, EvaluationResult
 from llama_index.core.prompts.mixin import PromptDictType
-from pydantic import SecretStr
 
 from backend import Backend
-from backend.schemas import ChatCompletion
-from llamaindex_core_ext.connection import env_api_key, env_base_url, open_backend
+from backend.groundedness.request import CONTEXT_SEPARATOR, groundedness_request, read_verdict
+from backend.protocol.catalogue import GROUNDEDNESS_MODEL
+from backend.protocol.schemas import ChatCompletion
+from llamaindex_core_ext.connection import CoreConnection
 
-GROUNDEDNESS_MODEL = "core-1-mini-groundedness-check"
 #: Score of each verdict the service answers with (spec 4.2).
 VERDICT_SCORES = {"grounded": 1.0, "notGrounded": 0.0, "notSure": 0.5}
 
 
-def groundedness_request(
+def checked_request(
     model: str, response: str | None, contexts: Sequence[str] | None, separator: str
 ) -> dict[str, Any]:
-    """The check's request: the contexts as the user message, the answer as the assistant's.
+    """The check's request for a response and its retrieved contexts.
 
     Raises:
         ValueError: no response or no non-empty context to check it against.
     """
     if not response:
         raise ValueError("a groundedness check needs a non-empty response")
-    context = separator.join(text for text in contexts or () if text)
-    if not context:
+    texts = [text for text in contexts or () if text]
+    if not texts:
         raise ValueError("a groundedness check needs at least one non-empty context")
-    return {
-        "model": model,
-        "messages": [
-            {"role": "user", "content": context},
-            {"role": "assistant", "content": response},
-        ],
-    }
+    return groundedness_request(texts, response, model=model, separator=separator)
 
 
 def evaluation_result(
@@ -56,17 +50,19 @@ def evaluation_result(
     contexts: Sequence[str] | None,
 ) -> EvaluationResult:
     """The verdict as an ``EvaluationResult``; an unknown verdict is an invalid result."""
-    verdict = (completion.choices[0].message.content or "").strip() if completion.choices else ""
-    score = VERDICT_SCORES.get(verdict)
+    try:
+        verdict: str | None = read_verdict(completion)
+    except ValueError as exc:
+        verdict, problem = None, str(exc)
     return EvaluationResult(
         query=query,
         contexts=list(contexts or ()),
         response=response,
-        passing=verdict == "grounded" if score is not None else None,
-        score=score,
+        passing=verdict == "grounded" if verdict is not None else None,
+        score=VERDICT_SCORES[verdict] if verdict is not None else None,
         feedback=verdict,
-        invalid_result=score is None,
-        invalid_reason=None if score is not None else f"unexpected verdict {verdict!r}",
+        invalid_result=verdict is None,
+        invalid_reason=problem if verdict is None else None,
     )
 
 
@@ -76,39 +72,29 @@ class CoreGroundednessEvaluator(BaseEvaluator):
     Args:
         model: the groundedness model (default ``core-1-mini-groundedness-check``).
         context_separator: what joins several contexts into the one context message.
-        timeout / max_retries: for the HTTP client; the only retries there are.
-        api_key: bearer key (default ``CORE_API_KEY``).
-        base_url: server address (default ``CORE_BASE_URL``); None runs the model in-process,
-            shared with the other adapter objects of this process.
-        backend: a ready ``Backend`` to use instead.
+        **connection: ``base_url``, ``api_key``, ``timeout``, ``max_retries`` and ``backend``,
+            as for the other adapters (``llamaindex_core_ext.connection.CoreConnection``).
     """
 
     def __init__(
         self,
         model: str = GROUNDEDNESS_MODEL,
         *,
-        context_separator: str = "\n\n",
-        timeout: float = 60.0,
-        max_retries: int = 2,
-        api_key: str | SecretStr | None = None,
-        base_url: str | None = None,
-        backend: Backend | None = None,
+        context_separator: str = CONTEXT_SEPARATOR,
+        **connection: Any,
     ) -> None:
         self.model = model
         self.context_separator = context_separator
-        self.timeout = timeout
-        self.max_retries = max_retries
-        self._api_key = SecretStr(api_key) if isinstance(api_key, str) else api_key or env_api_key()
-        self.base_url = base_url or env_base_url()
-        self._backend = backend
+        self.connection = CoreConnection(**connection)
 
     def get_backend(self) -> Backend:
         """The backend requests go to, opened on first use."""
-        if self._backend is None:
-            self._backend = open_backend(
-                self.base_url, self._api_key, self.timeout, self.max_retries
-            )
-        return self._backend
+        return self.connection.get_backend()
+
+    def close(self) -> None:
+        """Close the client this evaluator opened, or give up its share of the in-process
+        models; a ``backend`` passed in is the caller's."""
+        self.connection.close()
 
     def _get_prompts(self) -> PromptDictType:
         return {}  # the check is a model of its own: no prompt to read or change
@@ -129,7 +115,7 @@ class CoreGroundednessEvaluator(BaseEvaluator):
         Synchronous all the way, unlike the base class's, which runs ``aevaluate`` in an event
         loop of its own: an HTTP client's async connections belong to one loop.
         """
-        request = groundedness_request(self.model, response, contexts, self.context_separator)
+        request = checked_request(self.model, response, contexts, self.context_separator)
         completion = self.get_backend().chat(request)
         return evaluation_result(completion, query, response, contexts)
 
@@ -145,6 +131,6 @@ class CoreGroundednessEvaluator(BaseEvaluator):
         Raises:
             ValueError: ``response`` or ``contexts`` is missing or empty.
         """
-        request = groundedness_request(self.model, response, contexts, self.context_separator)
+        request = checked_request(self.model, response, contexts, self.context_separator)
         completion = await self.get_backend().achat(request)
         return evaluation_result(completion, query, response, contexts)

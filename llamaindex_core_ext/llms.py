@@ -26,15 +26,15 @@ from llama_index.core.base.llms.types import (
     LLMMetadata,
     MessageRole,
 )
-from llama_index.core.bridge.pydantic import Field, PrivateAttr, SecretStr
+from llama_index.core.bridge.pydantic import Field
 from llama_index.core.constants import DEFAULT_NUM_OUTPUTS, DEFAULT_TEMPERATURE
 from llama_index.core.llms.callbacks import llm_chat_callback, llm_completion_callback
 from llama_index.core.llms.function_calling import FunctionCallingLLM
 from llama_index.core.llms.llm import ToolSelection
 
-from backend import Backend
-from backend.catalogue import CATALOGUE
-from llamaindex_core_ext.connection import env_api_key, env_base_url, open_backend
+from backend.protocol.catalogue import DEFAULT_CHAT_MODEL, find_model
+from backend.protocol.errors import NotFoundError
+from llamaindex_core_ext.connection import CoreConnection
 from llamaindex_core_ext.messages import (
     chat_response,
     completion_response,
@@ -48,14 +48,19 @@ from llamaindex_core_ext.streaming import ChatStreamAssembler
 if TYPE_CHECKING:
     from llama_index.core.tools.types import BaseTool
 
-DEFAULT_MODEL = "core-1-mini-chat"
 #: Context length of the spec's chat models (section 2.1), for names outside the catalogue.
 DEFAULT_CONTEXT_WINDOW = 32768
-_CONTEXT_WINDOWS = {card.name: card.context_length for card in CATALOGUE}
-_CONTEXT_WINDOWS.update({card.version: card.context_length for card in CATALOGUE})
 
 
-class Core(FunctionCallingLLM):
+def context_window(model: str) -> int:
+    """The catalogue's context length of ``model``, or the chat models' for other names."""
+    try:
+        return find_model(model).context_length
+    except NotFoundError:
+        return DEFAULT_CONTEXT_WINDOW
+
+
+class Core(CoreConnection, FunctionCallingLLM):
     """The service's chat completion (tools, streaming) as a LlamaIndex LLM.
 
     Args:
@@ -63,15 +68,11 @@ class Core(FunctionCallingLLM):
         temperature: 0 to 2 (default LlamaIndex's 0.1; 0 is greedy).
         max_tokens: cap on generated tokens; None lets the model finish (up to the context).
         top_p: nucleus sampling mass in (0, 1]; None means the service default.
-        timeout / max_retries: for the HTTP client; the only retries there are.
-        api_key: bearer key (default ``CORE_API_KEY``).
-        base_url: server address (default ``CORE_BASE_URL``); None runs the models in-process,
-            shared with the other adapter objects of this process.
         additional_kwargs: extra request fields sent with every call (``stop``, ``seed``).
-        backend: a ready ``Backend`` to use instead (tests, or one shared client).
+        timeout, max_retries, api_key, base_url, backend: see ``CoreConnection``.
     """
 
-    model: str = Field(default=DEFAULT_MODEL, description="The chat model to use.")
+    model: str = Field(default=DEFAULT_CHAT_MODEL, description="The chat model to use.")
     temperature: float = Field(
         default=DEFAULT_TEMPERATURE, ge=0.0, le=2.0, description="Sampling temperature, 0 to 2."
     )
@@ -81,28 +82,9 @@ class Core(FunctionCallingLLM):
     top_p: float | None = Field(
         default=None, gt=0.0, le=1.0, description="Nucleus sampling mass; None: service default."
     )
-    timeout: float = Field(
-        default=60.0, gt=0.0, description="Seconds per HTTP read or write (HTTP only)."
-    )
-    max_retries: int = Field(
-        default=2, ge=0, description="Retries of the HTTP client after the first attempt."
-    )
-    api_key: SecretStr | None = Field(
-        default_factory=env_api_key, exclude=True, description="Bearer key (CORE_API_KEY)."
-    )
-    base_url: str | None = Field(
-        default_factory=env_base_url,
-        description="Server address (CORE_BASE_URL); None runs the models in this process.",
-    )
     additional_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Extra request fields for every call (stop, seed)."
     )
-
-    _backend: Backend | None = PrivateAttr(default=None)
-
-    def __init__(self, *, backend: Backend | None = None, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self._backend = backend
 
     @classmethod
     def class_name(cls) -> str:
@@ -111,21 +93,12 @@ class Core(FunctionCallingLLM):
     @property
     def metadata(self) -> LLMMetadata:
         return LLMMetadata(
-            context_window=_CONTEXT_WINDOWS.get(self.model, DEFAULT_CONTEXT_WINDOW),
+            context_window=context_window(self.model),
             num_output=self.max_tokens or DEFAULT_NUM_OUTPUTS,
             is_chat_model=True,
             is_function_calling_model=True,
             model_name=self.model,
         )
-
-    def get_backend(self) -> Backend:
-        """The backend requests go to, opened on first use."""
-        # getattr: LlamaIndex's pickling drops an unpicklable backend (worker processes).
-        if getattr(self, "_backend", None) is None:
-            self._backend = open_backend(
-                self.base_url, self.api_key, self.timeout, self.max_retries
-            )
-        return self._backend
 
     def _request(
         self, messages: Sequence[ChatMessage], stream: bool, **kwargs: Any
@@ -169,17 +142,13 @@ class Core(FunctionCallingLLM):
 
     def _stream_chat(self, messages: Sequence[ChatMessage], **kwargs: Any) -> ChatResponseGen:
         # Called now, so an invalid request raises here rather than on the first next().
-        chunks = self.get_backend().stream_chat(self._request(messages, True, **kwargs))
+        stream = self.get_backend().stream_chat(self._request(messages, True, **kwargs))
 
         def gen() -> ChatResponseGen:
             assembler = ChatStreamAssembler()
-            try:
+            with stream as chunks:
                 for chunk in chunks:
                     yield assembler.add(chunk)
-            finally:
-                close = getattr(chunks, "close", None)
-                if close is not None:
-                    close()
 
         return gen()
 
@@ -190,17 +159,13 @@ class Core(FunctionCallingLLM):
     async def _astream_chat(
         self, messages: Sequence[ChatMessage], **kwargs: Any
     ) -> ChatResponseAsyncGen:
-        chunks = await self.get_backend().astream_chat(self._request(messages, True, **kwargs))
+        stream = await self.get_backend().astream_chat(self._request(messages, True, **kwargs))
 
         async def gen() -> ChatResponseAsyncGen:
             assembler = ChatStreamAssembler()
-            try:
+            async with stream as chunks:
                 async for chunk in chunks:
                     yield assembler.add(chunk)
-            finally:
-                aclose = getattr(chunks, "aclose", None)
-                if aclose is not None:
-                    await aclose()
 
         return gen()
 

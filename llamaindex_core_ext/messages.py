@@ -24,7 +24,7 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.llms.llm import ToolSelection
 
-from backend.schemas import ChatCompletion, FunctionCall, ToolCall, Usage
+from backend.protocol.schemas import ChatCompletion, FunctionCall, ToolCall, Usage
 
 if TYPE_CHECKING:
     from llama_index.core.tools.types import BaseTool

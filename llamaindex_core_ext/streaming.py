@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from llama_index.core.base.llms.types import ChatResponse
 
-from backend.schemas import ChatCompletionChunk, FunctionCall, ToolCall, ToolCallDelta
+from backend.protocol.schemas import ChatCompletionChunk, FunctionCall, ToolCall, ToolCallDelta
 from llamaindex_core_ext.messages import assistant_message, usage_kwargs
 
 

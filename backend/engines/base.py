@@ -2,16 +2,33 @@
 
 Everything above the engines (chat templates, tool-call parsing, streaming post-processing,
 validation, groundedness, embedding windows) is shared; an engine only turns token ids into
-token ids (chat) or token windows into vectors (embeddings).
+token ids (chat) or token windows into vectors (embeddings). Engines know nothing of the
+service's wire protocol: what the chat layer asks of them is said in the types below.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable, Iterator, Sequence
+import json
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class JSONSchemaConstraint:
+    """Output that must be one JSON value valid against a schema, then the end of the turn.
+
+    The schema's text is the key under which engines cache its compiled grammar; keys are
+    written in the order the output must follow.
+    """
+
+    schema_json: str
+
+    @property
+    def schema(self) -> dict:
+        return json.loads(self.schema_json)
 
 
 @dataclass(frozen=True)
@@ -47,15 +64,15 @@ class ChatEngine(abc.ABC):
     eos_token_ids: frozenset[int]
     #: Where the model runs, e.g. ``"cpu"`` or ``"cuda:0"``.
     device: str
-    #: Whether ``generate`` takes ``constraint=`` (a ``ToolCallConstraint``) and keeps the
-    #: output to a tool call of that shape.
+    #: Whether ``generate`` takes ``constraint=`` (a ``JSONSchemaConstraint``) and keeps the
+    #: output to it.
     supports_constraints: bool = False
     #: Whether several threads may generate and score at once (the engine batches them);
     #: otherwise callers take turns.
     thread_safe: bool = False
-    #: Whether prompts are evaluated with quantized CPU kernels that a bf16 copy of the model
-    #: beats on AMX CPUs (llama.cpp's); the groundedness judge, which only evaluates prompts,
-    #: then reads with such a copy (see ``loader.groundedness_engine_kind``).
+    #: Whether prompts are evaluated with quantized CPU kernels (llama.cpp's): a bf16 copy of
+    #: the model evaluates them faster on AMX CPUs, and the two give slightly different
+    #: probabilities (see ``backend.engines.selection.judge_reads_with_copy``).
     quantized_prompt_evaluation: bool = False
 
     @abc.abstractmethod
@@ -64,7 +81,7 @@ class ChatEngine(abc.ABC):
         prompt_ids: Sequence[int],
         params: SamplingParams,
         should_stop: Callable[[], bool] = lambda: False,
-    ) -> Iterator[int]:
+    ) -> Generator[int, None, None]:
         """Yield generated token ids one at a time, as soon as each is decoded.
 
         The iterator yields the end-of-turn token too when the model produces one, and then
@@ -104,3 +121,6 @@ class EmbeddingEngine(abc.ABC):
         Each window holds at most ``max_window_tokens - 2`` content ids; the engine adds the
         model's begin and end tokens itself. Returns float32, shape ``(len(windows), dimensions)``.
         """
+
+    def close(self) -> None:
+        """Free the model; the engine is unusable afterwards."""

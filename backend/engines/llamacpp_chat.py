@@ -16,22 +16,20 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Generator, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from backend.engines.base import ChatEngine, SamplingParams
-from backend.engines.llamacpp_batching import BatchingRunner
+from backend.engines.base import ChatEngine, JSONSchemaConstraint, SamplingParams
+from backend.engines.llamacpp_runner import BatchingRunner
 from backend.engines.sampling import choose_token
-from backend.engines.token_mask import ToolCallMasks, masks_available
-from backend.tool_call_constraint import ToolCallConstraint
+from backend.engines.token_mask import ConstraintMasks, masks_available
 
 logger = logging.getLogger(__name__)
 
-#: Largest context allocated by default: the KV cache is allocated up front (about 0.9 GB
-#: at 32k tokens for the 1.5B model), and the service's own limits stay below it. All running
-#: requests share it.
+#: Largest context allocated by default: the KV cache is allocated up front, and the service's
+#: own limits stay below it. All running requests share it.
 DEFAULT_MAX_CONTEXT = 32768
 #: Requests decoded together at most (``CORE_CHAT_PARALLEL``); more wait for a place.
 DEFAULT_PARALLEL = 8
@@ -92,9 +90,8 @@ def cpu_safe_model_params(params):
 class LlamaCppChatEngine(ChatEngine):
     """Runs a GGUF chat model with llama.cpp on the CPU, batching concurrent requests.
 
-    Tool calls can be constrained: given a ``ToolCallConstraint``, ``generate`` chooses only
-    tokens that keep the output a valid call (``backend.engines.token_mask``), so every call
-    parses and matches its tool's JSON Schema.
+    Output can be constrained: given a ``JSONSchemaConstraint``, ``generate`` chooses only
+    tokens that keep the output valid against its schema (``backend.engines.token_mask``).
 
     Args:
         gguf_path: the model file.
@@ -151,7 +148,7 @@ class LlamaCppChatEngine(ChatEngine):
         self._runner = BatchingRunner(
             self._context.ctx, self._vocab_size, slots=parallel, kv_cells=self.context_length
         )
-        self._masks: ToolCallMasks | None = None  # built on the first constrained call
+        self._masks: ConstraintMasks | None = None  # built on the first constrained call
         logger.info(
             "chat model %s: llama.cpp on cpu, %d threads, context %d, %d requests at once",
             gguf_path,
@@ -165,11 +162,12 @@ class LlamaCppChatEngine(ChatEngine):
         prompt_ids: Sequence[int],
         params: SamplingParams,
         should_stop: Callable[[], bool] = lambda: False,
-        constraint: ToolCallConstraint | None = None,
-    ) -> Iterator[int]:
+        constraint: JSONSchemaConstraint | None = None,
+    ) -> Generator[int, None, None]:
         """Yield token ids one at a time; see ``ChatEngine.generate``.
 
-        With ``constraint``, the output is one tool call's JSON object and its closing tag.
+        With ``constraint``, the output is one JSON value valid against its schema, then the
+        end of the turn.
         """
         prompt = _checked_prompt(prompt_ids)
         budget = min(params.max_new_tokens, self.context_length - len(prompt))
@@ -179,13 +177,13 @@ class LlamaCppChatEngine(ChatEngine):
         yield from self._runner.generate(prompt, budget, choose, should_stop, self.eos_token_ids)
 
     def _chooser(
-        self, params: SamplingParams, constraint: ToolCallConstraint | None
+        self, params: SamplingParams, constraint: JSONSchemaConstraint | None
     ) -> Callable[[np.ndarray], int]:
         """How one generation picks each token from its row of logits."""
         mask = None
         if constraint is not None:
             if self._masks is None:
-                self._masks = ToolCallMasks(self.tokenizer, self._vocab_size, self.eos_token_ids)
+                self._masks = ConstraintMasks(self.tokenizer, self._vocab_size, self.eos_token_ids)
             mask = self._masks.start(constraint)
         if mask is None and params.greedy:
             return lambda logits: int(np.argmax(logits))

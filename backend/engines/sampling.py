@@ -17,7 +17,7 @@ def choose_token(
     mask: TokenMask | None = None,
     generator: torch.Generator | None = None,
 ) -> int:
-    """The next token: masked first when a tool call is constrained, then greedy or sampled.
+    """The next token: masked first when the output is constrained, then greedy or sampled.
 
     ``logits`` (1-D float32) is masked in place.
     """

@@ -1,12 +1,12 @@
-"""Per-step token masks that keep a generated tool call inside its JSON Schema (xgrammar).
+"""Per-step token masks that keep generated output inside a JSON Schema (xgrammar).
 
 xgrammar compiles a JSON Schema against the tokenizer's vocabulary once, then tells, in tens
 of microseconds per step, which tokens may come next. Both engines apply the mask to the
-logits before choosing a token, so greedy and sampled calls alike always parse and validate.
-When the object is complete only an end-of-turn token is allowed, so the model ends there.
-(llama.cpp's own grammar sampler also works, but checks the whole 152k-token vocabulary at
-every step: about 20 ms per token more here, against under 1 ms for the mask, and the
-transformers engine would still need another library.)
+logits before choosing a token, so greedy and sampled output alike always parses and
+validates. When the value is complete only an end-of-turn token is allowed, so the model ends
+there. (llama.cpp's own grammar sampler also works, but checks the whole vocabulary at every
+step, many times slower than the mask (benchmarks/README.md), and the transformers engine
+would still need another library.)
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Iterable
 
 import torch
 
-from backend.tool_call_constraint import ToolCallConstraint
+from backend.engines.base import JSONSchemaConstraint
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +26,7 @@ def masks_available() -> bool:
     return importlib.util.find_spec("xgrammar") is not None
 
 
-class ToolCallMasks:
+class ConstraintMasks:
     """Compiles constraints for one tokenizer; ``start`` gives a mask for one generation."""
 
     def __init__(self, tokenizer: object, vocab_size: int, stop_token_ids: Iterable[int]) -> None:
@@ -38,12 +38,12 @@ class ToolCallMasks:
         )
         self._compiler = xgrammar.GrammarCompiler(self._info, max_threads=1)
 
-    def start(self, constraint: ToolCallConstraint) -> TokenMask | None:
+    def start(self, constraint: JSONSchemaConstraint) -> TokenMask | None:
         """A fresh mask, or None when xgrammar cannot compile the schema.
 
         Some valid schemas use what xgrammar does not support (a regex lookbehind, an
-        unresolvable ``$ref``): such a call is generated unconstrained, as before, rather
-        than failing the request.
+        unresolvable ``$ref``): such output is generated unconstrained rather than failing
+        the request.
         """
         try:
             # The compiler caches compiled schemas: the same tools compile once.
@@ -51,7 +51,7 @@ class ToolCallMasks:
                 constraint.schema_json, any_whitespace=False, strict_mode=True
             )
         except RuntimeError as error:
-            logger.warning("tool call left unconstrained: xgrammar cannot compile it: %s", error)
+            logger.warning("output left unconstrained: xgrammar cannot compile it: %s", error)
             return None
         return TokenMask(self._xgrammar, self._xgrammar.GrammarMatcher(compiled), self._info)
 
@@ -73,4 +73,4 @@ class TokenMask:
 
     def accept(self, token: int) -> None:
         if not self._matcher.accept_token(token):
-            raise RuntimeError(f"token {token} breaks the tool-call constraint it was chosen under")
+            raise RuntimeError(f"token {token} breaks the constraint it was chosen under")

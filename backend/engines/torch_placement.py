@@ -1,6 +1,10 @@
-"""Where a torch model runs and in which precision: shared by the transformers engines."""
+"""Where a torch model runs and in which precision, and loading one there: shared by the
+transformers engines."""
 
 from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
 
 import torch
 
@@ -47,3 +51,25 @@ def resolve_dtype(name: str | None, device: str) -> torch.dtype:
     if device.startswith("cuda"):
         return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
     return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
+
+
+def load_pretrained(
+    model_class: Any, model_path: str, device: str | None, dtype: str | None
+) -> tuple[Any, Any, str]:
+    """The tokenizer and the model (``model_class.from_pretrained``) of a local folder or a
+    Hugging Face model id, in eval mode on ``device`` (default: the GPU when there is one) in
+    ``dtype`` (default: ``resolve_dtype``); a local folder is read without asking the hub.
+
+    Returns:
+        (tokenizer, model, device)
+    """
+    from transformers import AutoTokenizer
+
+    device = device or default_device()
+    local_only = Path(model_path).is_dir()
+    tokenizer = AutoTokenizer.from_pretrained(model_path, local_files_only=local_only)
+    model = model_class.from_pretrained(
+        model_path, dtype=resolve_dtype(dtype, device), local_files_only=local_only
+    ).to(device)
+    model.eval()
+    return tokenizer, model, device

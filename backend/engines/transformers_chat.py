@@ -11,17 +11,15 @@ Not thread-safe: one engine runs one request at a time, callers serialise access
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator, Sequence
-from pathlib import Path
+from collections.abc import Callable, Generator, Sequence
 
 import torch
-from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+from transformers import AutoModelForCausalLM, DynamicCache
 
-from backend.engines.base import ChatEngine, SamplingParams
+from backend.engines.base import ChatEngine, JSONSchemaConstraint, SamplingParams
 from backend.engines.sampling import choose_token
-from backend.engines.token_mask import ToolCallMasks, masks_available
-from backend.engines.torch_placement import default_device, resolve_dtype
-from backend.tool_call_constraint import ToolCallConstraint
+from backend.engines.token_mask import ConstraintMasks, masks_available
+from backend.engines.torch_placement import load_pretrained
 
 logger = logging.getLogger(__name__)
 
@@ -38,19 +36,14 @@ class TransformersChatEngine(ChatEngine):
     """Runs ``AutoModelForCausalLM`` from a local folder or a Hugging Face model id."""
 
     supports_constraints = masks_available()
-    _masks: ToolCallMasks | None = None  # built on the first constrained call
+    _masks: ConstraintMasks | None = None  # built on the first constrained call
 
     def __init__(
         self, model_path: str, device: str | None = None, dtype: str | None = None
     ) -> None:
-        self.device = device or default_device()
-        torch_dtype = resolve_dtype(dtype, self.device)
-        local_only = Path(model_path).is_dir()
-        self.tokenizer = AutoTokenizer.from_pretrained(model_path, local_files_only=local_only)
-        self.model = AutoModelForCausalLM.from_pretrained(
-            model_path, dtype=torch_dtype, local_files_only=local_only
-        ).to(self.device)
-        self.model.eval()
+        self.tokenizer, self.model, self.device = load_pretrained(
+            AutoModelForCausalLM, model_path, device, dtype
+        )
         config = self.model.config
         self.context_length = int(
             getattr(config, "max_position_embeddings", None) or self.tokenizer.model_max_length
@@ -63,7 +56,7 @@ class TransformersChatEngine(ChatEngine):
         logger.info(
             "chat model %s: %s on %s, context %d, eos ids %s",
             model_path,
-            torch_dtype,
+            self.model.dtype,
             self.device,
             self.context_length,
             sorted(eos),
@@ -92,18 +85,19 @@ class TransformersChatEngine(ChatEngine):
         prompt_ids: Sequence[int],
         params: SamplingParams,
         should_stop: Callable[[], bool] = lambda: False,
-        constraint: ToolCallConstraint | None = None,
-    ) -> Iterator[int]:
+        constraint: JSONSchemaConstraint | None = None,
+    ) -> Generator[int, None, None]:
         """Yield token ids one at a time; see ``ChatEngine.generate``.
 
-        With ``constraint``, each step's logits are masked so the output is a valid call.
+        With ``constraint``, each step's logits are masked so the output stays valid against
+        its schema.
         """
         input_ids = self._prompt_tensor(prompt_ids)
         mask = None
         if constraint is not None:
             if self._masks is None:
                 vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
-                self._masks = ToolCallMasks(self.tokenizer, vocab_size, self.eos_token_ids)
+                self._masks = ConstraintMasks(self.tokenizer, vocab_size, self.eos_token_ids)
             mask = self._masks.start(constraint)
         budget = min(params.max_new_tokens, self.context_length - input_ids.shape[1])
         generator = None

@@ -16,14 +16,13 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 
 import numpy as np
 import torch
-from transformers import AutoModel, AutoTokenizer
+from transformers import AutoModel
 
 from backend.engines.base import EmbeddingEngine
-from backend.engines.torch_placement import default_device, resolve_dtype
+from backend.engines.torch_placement import load_pretrained
 
 logger = logging.getLogger(__name__)
 
@@ -45,14 +44,9 @@ class TransformersEmbeddingEngine(EmbeddingEngine):
     def __init__(
         self, model_path: str, device: str | None = None, dtype: str | None = None
     ) -> None:
-        self.device = device or default_device()
-        torch_dtype = resolve_dtype(dtype, self.device)
-        local_only = Path(model_path).is_dir()
-        self.tokenizer = AutoTokenizer.from_pretrained(model_path, local_files_only=local_only)
-        self.model = AutoModel.from_pretrained(
-            model_path, dtype=torch_dtype, local_files_only=local_only
-        ).to(self.device)
-        self.model.eval()
+        self.tokenizer, self.model, self.device = load_pretrained(
+            AutoModel, model_path, device, dtype
+        )
         config = self.model.config
         self.dimensions = int(config.hidden_size)
         self.max_window_tokens = self._window_limit(config)
@@ -65,7 +59,7 @@ class TransformersEmbeddingEngine(EmbeddingEngine):
         logger.info(
             "embedding model %s: %s on %s, %d dimensions, windows of %d tokens",
             model_path,
-            torch_dtype,
+            self.model.dtype,
             self.device,
             self.dimensions,
             self.max_window_tokens,
@@ -139,7 +133,8 @@ class TransformersEmbeddingEngine(EmbeddingEngine):
         """Indices of windows, longest first, in batches that fit the token budget.
 
         A batch also ends before a window that would be padded by more than
-        ``_MAX_PADDING`` of the batch width: padding costs as much compute as real tokens.
+        the engine's share of padding (``_CPU_MAX_PADDING`` or ``_GPU_MAX_PADDING``) of the
+        batch width: padding costs as much compute as real tokens.
         """
         extra = len(self._specials[0]) + len(self._specials[1])
         order = sorted(range(len(windows)), key=lambda i: len(windows[i]), reverse=True)

@@ -1,8 +1,7 @@
 """The FastAPI app factory: the service's HTTP API over any ``Backend``.
 
->>> from backend.inprocess import InProcessBackend
->>> from backend.server.app import create_app
->>> from backend.server.settings import ServerSettings
+>>> from backend.local import InProcessBackend
+>>> from backend.server import ServerSettings, create_app
 >>> app = create_app(InProcessBackend(profile="small"), ServerSettings(api_keys=("k",)))
 
 The app loads the models in the background at startup (``/health`` reports ``ready``), serves
@@ -24,7 +23,7 @@ from fastapi.openapi.utils import get_openapi
 from starlette.types import Scope
 
 from backend.interface import Backend
-from backend.schemas import ChatCompletionChunk, ChatCompletionRequest, EmbeddingRequest
+from backend.protocol.schemas import ChatCompletionChunk, ChatCompletionRequest, EmbeddingRequest
 from backend.server.auth import BearerAuth
 from backend.server.context import ServerContext
 from backend.server.errors import install_exception_handlers, logger
@@ -85,8 +84,8 @@ def create_app(backend: Backend, settings: ServerSettings | None = None) -> Fast
     """Build the app serving ``backend``.
 
     Args:
-        backend: what answers the requests (usually ``InProcessBackend``); if it has
-            ``warmup()``, that runs in a background thread at startup.
+        backend: what answers the requests (usually ``InProcessBackend``); its ``warmup()``
+            runs in a background thread at startup.
         settings: limits and keys (default: ``ServerSettings.from_env()``).
 
     Raises:

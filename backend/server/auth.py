@@ -20,7 +20,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from urllib.parse import unquote
 
-from backend.errors import AuthenticationError
+from backend.protocol.errors import AuthenticationError
 
 API_KEYS_ENV = "CORE_API_KEYS"
 PROTECTED_SEGMENT = "v1"

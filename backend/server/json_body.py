@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from backend.errors import BadRequestError
+from backend.protocol.errors import BadRequestError
 
 #: Deepest nesting of arrays and objects accepted; tool parameter schemas need a few levels.
 MAX_JSON_DEPTH = 64

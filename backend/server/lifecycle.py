@@ -11,8 +11,8 @@ import logging
 import threading
 import time
 
-from backend.errors import ServiceUnavailableError
 from backend.interface import Backend
+from backend.protocol.errors import ServiceUnavailableError
 
 logger = logging.getLogger("backend.server")
 
@@ -31,18 +31,16 @@ class Lifecycle:
         self.load_error: BaseException | None = None
 
     def start_loading(self) -> None:
-        """Load the models in a daemon thread (backends without ``warmup`` are ready now)."""
+        """Load the models in a daemon thread (``Backend.warmup``)."""
         if self._thread is not None:
             return
         self._thread = threading.Thread(target=self._load, name="core-warmup", daemon=True)
         self._thread.start()
 
     def _load(self) -> None:
-        warmup = getattr(self._backend, "warmup", None)
         started = time.perf_counter()
         try:
-            if warmup is not None:
-                warmup()
+            self._backend.warmup()
         except Exception as exc:  # noqa: BLE001 - reported by /health and every model request
             self.load_error = exc
             logger.exception("loading the models failed; model requests will get 503")
@@ -56,10 +54,6 @@ class Lifecycle:
     @property
     def ready(self) -> bool:
         return self._loaded.is_set() and not self._draining.is_set()
-
-    @property
-    def draining(self) -> bool:
-        return self._draining.is_set()
 
     def begin_drain(self) -> None:
         if not self._draining.is_set():

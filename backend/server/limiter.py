@@ -9,7 +9,7 @@ from __future__ import annotations
 import asyncio
 from collections import deque
 
-from backend.errors import RateLimitError
+from backend.protocol.errors import RateLimitError
 
 
 class ConcurrencyLimiter:

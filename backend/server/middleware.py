@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from backend.errors import CoreError, RequestTooLargeError
+from backend.protocol.errors import CoreError, RequestTooLargeError
 from backend.server.auth import BearerAuth, requires_key
 from backend.server.errors import error_response, logger, to_core_error
 from backend.server.metrics import ServerMetrics

@@ -1,6 +1,6 @@
 """The endpoints: thin front-ends over the ``Backend``.
 
-Bodies are validated by ``backend.validation.parse_request``, the same function the
+Bodies are validated by ``backend.protocol.validation.parse_request``, the same function the
 in-process backend uses, so every client sees the same 400 messages; the OpenAPI document
 still describes the request models (see ``app.py``).
 """
@@ -13,8 +13,8 @@ from typing import Any, Literal
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
-from backend.errors import BadRequestError
-from backend.schemas import (
+from backend.protocol.errors import BadRequestError
+from backend.protocol.schemas import (
     ChatCompletion,
     ChatCompletionRequest,
     EmbeddingList,
@@ -23,10 +23,10 @@ from backend.schemas import (
     ModelList,
     StreamOptions,
 )
+from backend.protocol.validation import parse_request
 from backend.server.context import ServerContext
 from backend.server.json_body import parse_json_body
 from backend.server.streaming import EventStreamResponse, chunk_events
-from backend.validation import parse_request
 
 API_PREFIX = "/v1/core"
 

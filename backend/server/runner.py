@@ -105,18 +105,18 @@ def run_server(
     no_auth: bool = False,
     key_file: str | None = None,
     profile: str | None = None,
+    backend: Backend | None = None,
 ) -> None:
-    """Serve the in-process backend until interrupted.
+    """Serve ``backend`` (default: the in-process backend of ``profile``) until interrupted.
 
     Keys come from ``CORE_API_KEYS`` and ``key_file``; with neither, the server refuses to
-    start unless ``no_auth``. Other settings come from ``CORE_SERVER_*`` variables.
+    start unless ``no_auth``. Other settings come from ``CORE_SERVER_*`` variables. The
+    backend is closed when the server stops.
 
     Raises:
         ValueError: no API keys and not ``no_auth``.
         FileNotFoundError: ``key_file`` does not exist.
     """
-    from backend.inprocess import InProcessBackend
-
     keys = load_api_keys(key_file)
     settings = ServerSettings.from_env(api_keys=keys, no_auth=no_auth)
     if no_auth:
@@ -126,7 +126,10 @@ def run_server(
             "no API keys configured: set CORE_API_KEYS, pass --api-key-file, or pass --no-auth "
             "to serve without authentication"
         )
-    backend = InProcessBackend(profile=profile)
+    if backend is None:
+        from backend.local import InProcessBackend
+
+        backend = InProcessBackend(profile=profile)
     try:
         build_server(backend, settings, host=host, port=port, exit_when_abandoned=True).run()
     finally:

@@ -54,9 +54,8 @@ class ServerSettings:
         for name in ("max_body_bytes", "max_messages", "max_concurrent", "max_concurrent_streams"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("max_queued",):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        if self.max_queued < 0:
+            raise ValueError(f"max_queued must not be negative, got {self.max_queued}")
         for name in ("request_timeout", "keep_alive_interval", "shutdown_drain_timeout"):
             if getattr(self, name) <= 0:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")

@@ -12,24 +12,25 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Callable
 from typing import Any
 
 import anyio
 from starlette.responses import StreamingResponse
 from starlette.types import Receive, Scope, Send
 
-from backend.schemas import ChatCompletionChunk
+from backend.interface import AsyncChatStream
+from backend.protocol.schemas import ChatCompletionChunk
+from backend.protocol.sse import DONE, KEEP_ALIVE, encode_event
 from backend.server.errors import RequestTimeoutError, to_core_error
 from backend.server.metrics import ServerMetrics
-from backend.sse import DONE, KEEP_ALIVE, encode_event
 
 #: Seconds a closing stream waits for the model thread to stop.
 _CLEANUP_TIMEOUT = 5.0
 
 
 async def chunk_events(
-    chunks: AsyncIterator[ChatCompletionChunk],
+    chunks: AsyncChatStream,
     *,
     scope: Scope,
     metrics: ServerMetrics,
@@ -47,13 +48,12 @@ async def chunk_events(
         started: ``time.perf_counter()`` at request start, for the time-to-first-token metric.
     """
     loop = asyncio.get_running_loop()
-    iterator = chunks.__aiter__()
     pending: asyncio.Future[ChatCompletionChunk] | None = None
     first_content = True
     try:
         while True:
             if pending is None:
-                pending = asyncio.ensure_future(iterator.__anext__())
+                pending = asyncio.ensure_future(anext(chunks))
             remaining = deadline - loop.time()
             if remaining <= 0:
                 raise RequestTimeoutError("the stream ran past the server's request timeout")
@@ -91,10 +91,8 @@ async def chunk_events(
                 pending.cancel()  # throws into the backend iterator, which stops generation
                 with contextlib.suppress(BaseException):
                     await pending
-            aclose = getattr(iterator, "aclose", None)
-            if aclose is not None:
-                with contextlib.suppress(Exception):
-                    await aclose()
+            with contextlib.suppress(Exception):
+                await chunks.aclose()
 
 
 class EventStreamResponse(StreamingResponse):
@@ -106,7 +104,7 @@ class EventStreamResponse(StreamingResponse):
 
     media_type = "text/event-stream"
 
-    def __init__(self, events: AsyncIterator[bytes], on_close: Callable[[], Any]) -> None:
+    def __init__(self, events: AsyncGenerator[bytes, None], on_close: Callable[[], Any]) -> None:
         super().__init__(events, headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
         self._events = events
         self._on_close = on_close
@@ -116,8 +114,6 @@ class EventStreamResponse(StreamingResponse):
             await super().__call__(scope, receive, send)
         finally:
             try:
-                aclose = getattr(self._events, "aclose", None)
-                if aclose is not None:
-                    await aclose()
+                await self._events.aclose()
             finally:
                 self._on_close()

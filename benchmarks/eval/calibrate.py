@@ -2,12 +2,12 @@
 
     .venv/bin/python -m benchmarks.eval.calibrate --profile small
 
-Runs the judge (``backend.groundedness``) on every pair, keeps each pair's support (the
+Runs the judge (``backend.groundedness.judge``) on every pair, keeps each pair's support (the
 weakest claim's P(yes)) and writes them with the chosen thresholds to
 ``calibration-<profile>-<reader>.json``, where the reader is what evaluated the judge's prompts
 on this machine (``llama.cpp`` or ``transformers``; ``CORE_GROUNDEDNESS_ENGINE`` picks). The
 thresholds are chosen by ``choose_thresholds``; copy them into
-``backend.config.GROUNDEDNESS_CALIBRATIONS``.
+``backend.groundedness.calibration.CALIBRATIONS``.
 """
 
 from __future__ import annotations
@@ -113,22 +113,15 @@ def collect_supports(
 ) -> tuple[str, list[dict[str, Any]]]:
     """The reader of the judge's prompts, and each pair's support as that reader gives it
     (with or without the contrast question, ``backend.groundedness.CONTRAST``)."""
-    from backend.config import EngineConfig
-    from backend.engines.loader import (
-        groundedness_reader,
-        load_chat_engine,
-        load_groundedness_engine,
-    )
-    from backend.groundedness import GroundednessJudge
+    from backend.groundedness.judge import GroundednessJudge
+    from backend.local import InProcessBackend
 
-    config = EngineConfig.from_env(profile=profile)
-    reader_engine = load_groundedness_engine(config, load_chat_engine(config))
-    reader = groundedness_reader(reader_engine)
-    judge = GroundednessJudge(reader_engine, contrast=contrast)
+    reader = InProcessBackend(profile=profile).judge_reader()
+    judge = GroundednessJudge(reader.engine, contrast=contrast)
     rows = []
     for case in load_jsonl("groundedness.jsonl")[:limit]:
         started = time.perf_counter()
-        judgement = judge.judge(case["context"], case["response"])
+        judgement = judge.assess(case["context"], case["response"])
         rows.append(
             {
                 "id": case["id"],
@@ -142,7 +135,7 @@ def collect_supports(
             }
         )
         print(f"{case['id']} {case['label']:<12} {judgement.support:.3f}", flush=True)
-    return reader, rows
+    return reader.kind, rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 import jsonschema
 
-from backend.groundedness import verdict_for
+from backend.groundedness.calibration import verdict_for
 
 GROUNDED, NOT_GROUNDED, NOT_SURE = "grounded", "notGrounded", "notSure"
 

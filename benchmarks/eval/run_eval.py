@@ -23,15 +23,13 @@ from typing import Any
 import numpy as np
 from tqdm import tqdm
 
+from backend.groundedness.request import groundedness_request, read_verdict
+from backend.protocol.catalogue import DEFAULT_CHAT_MODEL, PASSAGE_MODEL, QUERY_MODEL
 from benchmarks.eval import metrics
 from benchmarks.eval.metrics import GROUNDED, NOT_GROUNDED, NOT_SURE
 from benchmarks.machine import cpu_name
 
 EVAL_DIR = Path(__file__).resolve().parent
-CHAT_MODEL = "core-1-mini-chat"
-GROUNDEDNESS_MODEL = "core-1-mini-groundedness-check"
-QUERY_MODEL = "core-embedding-1-large-query"
-PASSAGE_MODEL = "core-embedding-1-large-passage"
 SECTIONS = ("groundedness", "tools", "retrieval")
 TOOL_MAX_TOKENS = 160
 EMBED_BATCH = 32
@@ -56,20 +54,12 @@ def evaluate_groundedness(backend: Any, cases: Sequence[dict[str, Any]]) -> dict
     rows = []
     for case in tqdm(cases, desc="groundedness", unit="pair"):
         started = time.perf_counter()
-        reply = backend.chat(
-            {
-                "model": GROUNDEDNESS_MODEL,
-                "messages": [
-                    {"role": "user", "content": case["context"]},
-                    {"role": "assistant", "content": case["response"]},
-                ],
-            }
-        )
+        reply = backend.chat(groundedness_request(case["context"], case["response"]))
         rows.append(
             {
                 "id": case["id"],
                 "label": case["label"],
-                "verdict": reply.choices[0].message.content,
+                "verdict": read_verdict(reply),
                 "seconds": time.perf_counter() - started,
                 "prompt_tokens": reply.usage.prompt_tokens,
                 "language": case["language"],
@@ -138,7 +128,7 @@ def evaluate_tools(
         started = time.perf_counter()
         reply = backend.chat(
             {
-                "model": CHAT_MODEL,
+                "model": DEFAULT_CHAT_MODEL,
                 "messages": [{"role": "user", "content": case["prompt"]}],
                 "tools": [tools[name] for name in case["tools"]],
                 "temperature": 0,
@@ -265,15 +255,16 @@ def run(
     limit: int | None = None,
     log: Callable[[str], None] = print,
 ) -> dict[str, Any]:
-    from backend.engines.loader import chat_engine_kind, groundedness_engine_kind
-    from backend.inprocess import InProcessBackend
+    from backend.engines.selection import chat_engine_kind
+    from backend.local import InProcessBackend
 
     backend = InProcessBackend(profile=profile)
+    config = backend.config
     results: dict[str, Any] = {
         "profile": profile,
-        "chat_model": backend.config.chat_model,
-        "chat_engine": chat_engine_kind(backend.config),
-        "groundedness_engine": groundedness_engine_kind(backend.config),
+        "chat_model": config.chat_model,
+        "chat_engine": chat_engine_kind(config.chat_model, config.chat_engine, config.device),
+        "groundedness_engine": None,  # filled in once the judge's reader is loaded
         "grounded_at": None,  # filled in once the judge's reader is loaded
         "not_grounded_below": None,
         "machine": platform.machine(),
@@ -286,6 +277,7 @@ def run(
             log(f"groundedness: {len(cases)} pairs")
             results["groundedness"] = evaluate_groundedness(backend, cases)
             calibration = backend.judge_calibration()
+            results["groundedness_engine"] = backend.judge_reader().kind
             results["grounded_at"] = calibration.grounded_at
             results["not_grounded_below"] = calibration.not_grounded_below
             results["contrast"] = calibration.contrast

@@ -21,13 +21,17 @@ from langchain_tests.unit_tests import ChatModelUnitTests
 from pydantic import BaseModel, Field
 
 import backend
-from backend.errors import BadRequestError
-from backend.inprocess import InProcessBackend
+from backend.local import InProcessBackend
+from backend.local.shared import shared_backend
+from backend.protocol.errors import BadRequestError
+from backend.testing import (
+    CharCountEmbeddingEngine,
+    ScriptedChatEngine,
+    StubBackend,
+    scripted_backend,
+)
 from langchain_core_ext import ChatCore
 from langchain_core_ext.chat_models import estimate_token_count, tool_choice_to_wire
-from langchain_core_ext.connection import shared_inprocess_backend
-from tests.fakes import CharCountEmbeddingEngine, ScriptedChatEngine, StubBackend
-from tests.langchain.lc_doubles import scripted_inprocess
 
 VERSIONED = "core-1-mini-chat-240502"
 ADD_CALL = '<tool_call>\n{"name": "add", "arguments": {"a": 1, "b": 2}}\n</tool_call>'
@@ -94,7 +98,7 @@ WAYS = ["invoke", "ainvoke", "stream", "astream"]
 
 @pytest.mark.parametrize("how", WAYS)
 async def test_text_reply_with_usage_and_metadata(how):
-    service = scripted_inprocess("Hello there.")
+    service = scripted_backend("Hello there.")
     llm = ChatCore(backend=service, temperature=0)
     message = await _call(llm, how, "hi")
     assert message.content == "Hello there."
@@ -346,7 +350,7 @@ async def test_async_stream_does_not_block_the_event_loop():
 
 
 def test_token_counts_use_the_models_tokenizer():
-    llm = ChatCore(backend=scripted_inprocess())
+    llm = ChatCore(backend=scripted_backend())
     assert llm.get_num_tokens("héllo") == 5  # the scripted tokenizer: one token per character
     assert llm.get_token_ids("ab") == [97, 98]
     messages = [SystemMessage("Be brief."), HumanMessage("What is 1 + 2?")]
@@ -416,17 +420,17 @@ def test_in_process_backend_is_shared_and_lazy():
     from langchain_core_ext import CoreEmbeddings, CoreGroundednessCheck
 
     first, second = ChatCore(), ChatCore(temperature=0)
-    service = first._get_backend()
-    assert isinstance(service, InProcessBackend) and not service.ready  # nothing loaded yet
-    assert second._get_backend() is service
-    assert CoreEmbeddings()._get_backend() is service
-    assert CoreGroundednessCheck()._get_backend() is service
-    assert service is shared_inprocess_backend(service.config)
+    shared = first._get_backend().inner
+    assert isinstance(shared, InProcessBackend) and not shared.ready  # nothing loaded yet
+    assert second._get_backend().inner is shared
+    assert CoreEmbeddings()._get_backend().inner is shared
+    assert CoreGroundednessCheck()._get_backend().inner is shared
+    assert shared_backend(shared.config).inner is shared
 
 
 def test_api_key_is_secret_and_backend_is_not_dumped():
     from langchain_core.load import dumpd
 
-    llm = ChatCore(api_key="sekrit", backend=scripted_inprocess())
+    llm = ChatCore(api_key="sekrit", backend=scripted_backend())
     assert "sekrit" not in repr(llm) and "sekrit" not in json.dumps(dumpd(llm))
     assert "backend" not in llm.model_dump()

@@ -7,9 +7,13 @@ import numpy as np
 import pytest
 from langchain_tests.unit_tests import EmbeddingsUnitTests
 
-from backend.validation import MAX_EMBEDDING_INPUTS, MAX_TOKENS_PER_EMBEDDING_REQUEST
+from backend.protocol.limits import (
+    MAX_EMBEDDING_INPUTS,
+    MAX_TOKENS_PER_EMBEDDING_REQUEST,
+    plan_embedding_requests,
+    token_upper_bound,
+)
 from langchain_core_ext import CoreEmbeddings
-from langchain_core_ext.embeddings import batch_bounds, token_upper_bound
 
 
 class TestCoreEmbeddingsUnit(EmbeddingsUnitTests):
@@ -34,26 +38,6 @@ def _texts(n: int) -> list[str]:
     return [f"document number {i} about {'abcdefghij'[i % 10]}" for i in range(n)]
 
 
-def test_batches_respect_the_item_limit_and_keep_order():
-    assert batch_bounds(_texts(250)) == [(0, 100), (100, 200), (200, 250)]
-    assert batch_bounds([]) == []
-
-
-def test_batches_respect_the_token_budget():
-    texts = ["x" * 50_000] * 9
-    bounds = batch_bounds(texts)
-    assert bounds == [(0, 4), (4, 8), (8, 9)]  # 4 x (50,000 + 16) < 204,800 < 5 x ...
-    for start, end in bounds:
-        assert (
-            sum(token_upper_bound(t) for t in texts[start:end]) < MAX_TOKENS_PER_EMBEDDING_REQUEST
-        )
-    assert batch_bounds(["y" * 300_000, "z"]) == [(0, 1), (1, 2)]  # too long alone: its own request
-
-
-def test_token_bound_covers_normalisation():
-    assert token_upper_bound("ﬁ") == token_upper_bound("fi")  # NFKC expands the ligature
-
-
 @pytest.mark.parametrize("use_async", [False, True])
 async def test_documents_use_the_passage_model_in_limited_requests(scripted, use_async):
     service = scripted()
@@ -67,6 +51,15 @@ async def test_documents_use_the_passage_model_in_limited_requests(scripted, use
     assert len(vectors) == 230 and all(isinstance(v[0], float) for v in vectors)
     one_by_one = [embeddings.embed_documents([t])[0] for t in (texts[0], texts[150], texts[229])]
     assert np.allclose([vectors[0], vectors[150], vectors[229]], one_by_one)
+
+
+def test_long_documents_are_split_by_the_token_budget(scripted):
+    service = scripted()
+    texts = ["x" * 3900] * 70  # 52 x (3,900 + 16) < 204,800 < 53 x ...
+    CoreEmbeddings(backend=service).embed_documents(texts)
+    sent = [r["input"] for r in service.requests]
+    assert sent == plan_embedding_requests(texts) and [len(r) for r in sent] == [52, 18]
+    assert all(sum(map(token_upper_bound, r)) < MAX_TOKENS_PER_EMBEDDING_REQUEST for r in sent)
 
 
 @pytest.mark.parametrize("use_async", [False, True])

@@ -6,9 +6,9 @@ import pytest
 from langchain_core.documents import Document
 from langchain_tests.unit_tests import ToolsUnitTests
 
-from backend.errors import BadRequestError
+from backend.protocol.errors import BadRequestError
 from langchain_core_ext import CoreGroundednessCheck
-from langchain_core_ext.tools import GroundednessCheckInput, context_text
+from langchain_core_ext.tools import GroundednessCheckInput, context_texts
 
 
 class TestCoreGroundednessCheckUnit(ToolsUnitTests):
@@ -57,7 +57,7 @@ def test_documents_are_joined_with_blank_lines(scripted):
             {"role": "assistant", "content": "A fact."},
         ],
     }
-    assert context_text("plain") == "plain"
+    assert context_texts("plain") == "plain"
 
 
 def test_tool_call_input_gives_a_tool_message(scripted):

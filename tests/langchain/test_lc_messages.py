@@ -12,7 +12,7 @@ from langchain_core.messages import (
     ToolMessage,
 )
 
-from backend.schemas import (
+from backend.protocol.schemas import (
     AssistantMessage,
     ChatCompletion,
     ChatCompletionChunk,
@@ -26,7 +26,7 @@ from backend.schemas import (
     ToolCallDelta,
     Usage,
 )
-from backend.validation import check_chat_request, parse_request
+from backend.protocol.validation import check_chat_request, parse_request
 from langchain_core_ext.messages import (
     chunk_to_generation,
     completion_to_message,

@@ -3,17 +3,17 @@ offline scripted backend: the same behaviour as in-process, over SSE and JSON.""
 
 from __future__ import annotations
 
-import json
-
 import pytest
 from langchain_core.documents import Document
 from langchain_core.tools import tool
 
-from backend.errors import AuthenticationError, BadRequestError
-from backend.http_client import HTTPBackend
+from backend.chat.prompt import DEFAULT_SYSTEM_PROMPT
+from backend.client.http import HTTPBackend
+from backend.protocol.errors import AuthenticationError, BadRequestError
+from backend.testing import CharTokenizer, scripted_backend
+from backend.testing.servers import TEST_API_KEY
 from langchain_core_ext import ChatCore, CoreEmbeddings, CoreGroundednessCheck
 from langchain_core_ext.chat_models import estimate_token_count
-from tests.langchain.lc_doubles import TEST_API_KEY, scripted_inprocess
 
 # A forced call's opening is already in the prompt: the model writes the arguments on.
 ADD_ARGUMENTS = '{"a": 1, "b": 2}}\n</tool_call>'
@@ -34,7 +34,7 @@ def server(scripted_server, monkeypatch):
     service.requests.clear()
 
     def reply_with(text: str):
-        service.inner = scripted_inprocess(text)
+        service.inner = scripted_backend(text)
         return service
 
     return reply_with
@@ -111,4 +111,11 @@ def test_token_counts_over_http_are_offline_estimates(server):
     server("x")
     llm = ChatCore()
     assert llm.get_num_tokens("Hello, world!") == estimate_token_count("Hello, world!")
-    assert json.dumps(llm.invoke("hi").usage_metadata)  # the server is still reachable
+    with pytest.raises(NotImplementedError, match="custom_get_token_ids"):
+        llm.get_token_ids("Hello")
+    # the usage the server reports is exact: the scripted model's character-level prompt
+    prompt = CharTokenizer().apply_chat_template(
+        [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT}, {"role": "user", "content": "hi"}]
+    )
+    usage = llm.invoke("hi").usage_metadata
+    assert (usage["input_tokens"], usage["output_tokens"]) == (len(prompt), 2)  # "x" + EOS

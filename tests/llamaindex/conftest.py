@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from backend.inprocess import InProcessBackend
 from backend.interface import Backend, ChatRequestLike, EmbeddingRequestLike
-from backend.schemas import ChatCompletion, ChatCompletionChunk, EmbeddingList
-from tests.fakes import CharCountEmbeddingEngine, ScriptedChatEngine
+from backend.local import InProcessBackend
+from backend.protocol.schemas import ChatCompletion, ChatCompletionChunk, EmbeddingList
+from backend.testing import CharCountEmbeddingEngine, ScriptedChatEngine
 
 
 def _is_loopback(host: str) -> bool:

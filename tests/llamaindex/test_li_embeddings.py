@@ -6,34 +6,21 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
-from backend.validation import MAX_TOKENS_PER_EMBEDDING_REQUEST
+from backend.protocol.limits import (
+    MAX_TOKENS_PER_EMBEDDING_REQUEST,
+    plan_embedding_requests,
+    token_upper_bound,
+)
 from llamaindex_core_ext import CoreEmbedding
-from llamaindex_core_ext.embeddings import TOKEN_MARGIN, estimate_tokens, plan_batches
 
 
-def test_estimate_is_bytes_plus_margin():
-    assert estimate_tokens("abc") == 3 + TOKEN_MARGIN
-    assert estimate_tokens("日本") == 6 + TOKEN_MARGIN
-
-
-def test_batches_hold_at_most_100_strings():
-    texts = [f"text {i}" for i in range(250)]
-    batches = plan_batches(texts)
-    assert [len(b) for b in batches] == [100, 100, 50]
-    assert [t for b in batches for t in b] == texts
-
-
-def test_batches_stay_under_the_token_limit():
-    texts = ["x" * 3000] * 100  # ~3,016 counted tokens each: 67 fit under 204,800
-    batches = plan_batches(texts)
-    assert [len(b) for b in batches] == [67, 33]
-    for batch in batches:
-        assert sum(map(estimate_tokens, batch)) < MAX_TOKENS_PER_EMBEDDING_REQUEST
-
-
-def test_a_text_too_long_for_any_batch_goes_alone():
-    batches = plan_batches(["a", "b" * 300, "c"], max_tokens=100)
-    assert batches == [["a"], ["b" * 300], ["c"]]
+def test_long_texts_are_split_by_the_token_budget(scripted):
+    backend = scripted()
+    texts = ["x" * 3000] * 100  # 3,016 counted tokens each: 67 fit under 204,800
+    CoreEmbedding(backend=backend).get_text_embedding_batch(texts)
+    sent = [r["input"] for r in backend.requests]
+    assert sent == plan_embedding_requests(texts) and [len(r) for r in sent] == [67, 33]
+    assert all(sum(map(token_upper_bound, r)) < MAX_TOKENS_PER_EMBEDDING_REQUEST for r in sent)
 
 
 def test_query_and_passage_models(scripted):

@@ -6,8 +6,8 @@ import pytest
 from llama_index.core.base.response.schema import Response
 from llama_index.core.schema import NodeWithScore, TextNode
 
-from backend.chat_responses import fold_completion
-from backend.output_processor import Finished, TextDelta
+from backend.chat.output import Finished, TextDelta
+from backend.chat.responses import fold_completion
 from llamaindex_core_ext import CoreGroundednessEvaluator
 from llamaindex_core_ext.evaluation import evaluation_result
 

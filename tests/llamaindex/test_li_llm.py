@@ -12,8 +12,8 @@ import pytest
 from llama_index.core.base.llms.types import ChatMessage, ToolCallBlock
 from llama_index.core.tools import FunctionTool
 
-from backend.errors import InternalServerError
-from backend.schemas import ChatCompletionRequest
+from backend.protocol.errors import InternalServerError
+from backend.protocol.schemas import ChatCompletionRequest
 from llamaindex_core_ext import Core, CoreEmbedding, CoreGroundednessEvaluator
 
 REPLY = "Hello there."
@@ -133,10 +133,11 @@ def test_settings_from_the_environment_and_the_key_kept_out_of_dumps(monkeypatch
 
 def test_one_in_process_backend_is_shared():
     # Nothing is loaded here: models load on first use.
-    shared = Core().get_backend()
-    assert CoreEmbedding().get_backend() is shared
-    assert CoreGroundednessEvaluator().get_backend() is shared
-    assert Core(temperature=0).get_backend() is shared
+    llm = Core()
+    shared = llm.get_backend().inner
+    assert CoreEmbedding().get_backend().inner is shared
+    assert CoreGroundednessEvaluator().get_backend().inner is shared
+    assert Core(temperature=0).get_backend().inner is shared
     assert not shared.ready
 
 

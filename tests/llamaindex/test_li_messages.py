@@ -16,9 +16,9 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.tools import FunctionTool
 
-from backend.chat_responses import fold_completion, stream_chunks
-from backend.output_processor import Finished, TextDelta, ToolCallsFound
-from backend.schemas import ChatCompletionRequest, FunctionCall, ToolCall, ToolDefinition
+from backend.chat.output import Finished, TextDelta, ToolCallsFound
+from backend.chat.responses import fold_completion, stream_chunks
+from backend.protocol.schemas import ChatCompletionRequest, FunctionCall, ToolCall, ToolDefinition
 from llamaindex_core_ext.messages import (
     assistant_message,
     chat_response,

@@ -8,7 +8,6 @@ names a file, written there as JSON.
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 from collections.abc import Iterator
@@ -16,11 +15,8 @@ from typing import Any
 
 import pytest
 
-from tests.fakes import EchoChatEngine
-
-# The server suite's fixtures: settings isolated from the environment, per-test servers.
-from tests.server.conftest import _no_server_settings_from_the_environment, serve  # noqa: F401
-from tests.server.helpers import RunningServer, fake_backend, start_server
+from backend.testing import EchoChatEngine, offline_backend
+from backend.testing.servers import RunningServer, running_server
 
 FIGURES_ENV = "CORE_RELIABILITY_FIGURES"
 _FIGURES: dict[str, Any] = {}
@@ -35,8 +31,8 @@ def figures() -> dict[str, Any]:
 @pytest.fixture(scope="module")
 def echo_server() -> Iterator[RunningServer]:
     """One server on the echo fakes for a whole module (tests that leave its state alone)."""
-    with contextlib.ExitStack() as stack:
-        yield start_server(stack, fake_backend(EchoChatEngine()))
+    with running_server(offline_backend(EchoChatEngine())) as running:
+        yield running
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

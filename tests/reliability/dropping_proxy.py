@@ -13,7 +13,7 @@ import struct
 import threading
 from urllib.parse import urlsplit
 
-from tests.server.helpers import LOOPBACK
+from backend.testing.servers import LOOPBACK
 
 
 def _pipe(source: socket.socket, sink: socket.socket) -> None:

@@ -17,11 +17,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from backend.errors import AuthenticationError
+from backend.protocol.errors import AuthenticationError
 from backend.server.auth import BearerAuth, normalise_path, requires_key
-from tests.fakes import EchoChatEngine
+from backend.testing import EchoChatEngine, offline_backend
+from backend.testing.servers import running_server
 from tests.reliability.wire import CHAT_PATH, chat_body
-from tests.server.helpers import API_KEY, OTHER_KEY, fake_backend, start_server
+from tests.server.helpers import API_KEY, OTHER_KEY
 from tests.server.test_server_auth import raw_request
 
 SEGMENTS = [
@@ -81,8 +82,10 @@ def v1_targets(draw: st.DrawFn) -> str:
 
 @pytest.fixture(scope="module")
 def server():
-    with contextlib.ExitStack() as stack:
-        yield start_server(stack, fake_backend(EchoChatEngine()), api_keys=(API_KEY, OTHER_KEY))
+    with running_server(
+        offline_backend(EchoChatEngine()), api_keys=(API_KEY, OTHER_KEY)
+    ) as running:
+        yield running
 
 
 @settings(max_examples=150, deadline=None, database=None)

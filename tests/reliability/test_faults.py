@@ -19,10 +19,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from backend.http_client import HTTPBackend
-from tests.fakes import EchoChatEngine
+from backend.client.http import HTTPBackend
+from backend.testing import EchoChatEngine, offline_backend
+from backend.testing.servers import ServerProcess
 from tests.reliability.dropping_proxy import DroppingProxy
-from tests.reliability.server_process import ServerProcess
 from tests.reliability.wire import (
     AUTH,
     CHAT_PATH,
@@ -31,7 +31,7 @@ from tests.reliability.wire import (
     sse_payloads,
     streamed_text,
 )
-from tests.server.helpers import API_KEY, SlowChatEngine, fake_backend
+from tests.server.helpers import API_KEY, SlowChatEngine
 
 OOM = EchoChatEngine.OUT_OF_MEMORY
 
@@ -58,7 +58,7 @@ def _ask(http: httpx.Client, content: str, stream: bool) -> tuple[int, str]:
 
 
 def test_an_out_of_memory_error_fails_that_request_alone(serve):
-    running = serve(fake_backend(EchoChatEngine(token_delay=0.005)), max_concurrent=8)
+    running = serve(offline_backend(EchoChatEngine(token_delay=0.005)), max_concurrent=8)
     asks = [(f"fine {i}", i % 2 == 0) for i in range(10)] + [(OOM, False), (OOM, True)]
     with httpx.Client(base_url=running.url, headers=AUTH, timeout=30) as http:
         with ThreadPoolExecutor(len(asks)) as pool:
@@ -80,9 +80,10 @@ def test_sigterm_drains_in_flight_requests_while_new_ones_get_503(figures):
     # ~50 tokens at 10 ms: half a second each, which the engine runs one at a time
     with (
         ServerProcess(
+            fake="echo",
             token_delay=0.01,
-            CORE_SERVER_MAX_CONCURRENT="8",
-            CORE_SERVER_SHUTDOWN_DRAIN_TIMEOUT="10",
+            settings={"max_concurrent": 8, "shutdown_drain_timeout": 10},
+            env={"OMP_NUM_THREADS": "1"},
         ) as server,
         httpx.Client(base_url=server.url, headers=AUTH, timeout=30) as http,
         ThreadPoolExecutor(len(in_flight)) as pool,
@@ -104,7 +105,12 @@ def test_sigterm_drains_in_flight_requests_while_new_ones_get_503(figures):
 
 def test_a_request_still_running_at_the_drain_timeout_does_not_hold_shutdown(figures):
     with (
-        ServerProcess(token_delay=0.5, CORE_SERVER_SHUTDOWN_DRAIN_TIMEOUT="1") as server,
+        ServerProcess(
+            fake="echo",
+            token_delay=0.5,
+            settings={"shutdown_drain_timeout": 1},
+            env={"OMP_NUM_THREADS": "1"},
+        ) as server,
         httpx.Client(base_url=server.url, headers=AUTH, timeout=60) as http,
         ThreadPoolExecutor(1) as pool,
     ):
@@ -144,7 +150,7 @@ def test_the_client_rides_out_a_network_that_drops_connections(echo_server):
 def test_the_client_rides_out_a_spell_of_429s(serve):
     gate = threading.Event()
     running = serve(
-        fake_backend(SlowChatEngine("done", gate=gate)),
+        offline_backend(SlowChatEngine("done", gate=gate)),
         max_concurrent=1,
         max_queued=0,
         retry_after=1,

@@ -21,15 +21,15 @@ from schemathesis.specs.openapi.checks import (
 
 from backend.server.app import create_app
 from backend.server.settings import ServerSettings
-from tests.fakes import EchoChatEngine
+from backend.testing import EchoChatEngine, offline_backend
 from tests.reliability.wire import AUTH, error_of
-from tests.server.helpers import API_KEY, fake_backend
+from tests.server.helpers import API_KEY
 
 #: Generated requests per operation; bounded so the suite stays within its CI time budget.
 EXAMPLES_PER_OPERATION = 100
 
 schema = schemathesis.openapi.from_dict(
-    create_app(fake_backend(EchoChatEngine()), ServerSettings(api_keys=(API_KEY,))).openapi()
+    create_app(offline_backend(EchoChatEngine()), ServerSettings(api_keys=(API_KEY,))).openapi()
 )
 STATUSES: Counter[int] = Counter()
 #: Served models by path: the document types ``model`` as any string, so generated names are

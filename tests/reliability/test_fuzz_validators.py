@@ -18,10 +18,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from backend.errors import BadRequestError, CoreError
+from backend.protocol.errors import BadRequestError, CoreError
 from backend.server.json_body import parse_json_body
-from tests.fakes import EchoChatEngine
-from tests.server.helpers import fake_backend
+from backend.testing import EchoChatEngine, offline_backend
 
 #: Examples per property; bounded for the suite's CI time budget.
 EXAMPLES = 300
@@ -134,7 +133,7 @@ EMBED = {
 
 @pytest.fixture(scope="module")
 def backend():
-    service = fake_backend(EchoChatEngine())
+    service = offline_backend(EchoChatEngine())
     yield service
     service.close()
 

@@ -19,8 +19,8 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.fakes import EchoChatEngine
-from tests.reliability.server_process import ServerProcess
+from backend.testing import EchoChatEngine, offline_backend
+from backend.testing.servers import ServerProcess
 from tests.reliability.wire import (
     AUTH,
     CHAT_PATH,
@@ -30,19 +30,13 @@ from tests.reliability.wire import (
     sse_payloads,
     streamed_text,
 )
-from tests.server.helpers import fake_backend
 
 REQUESTS = 200
 CLIENTS = 32
 #: Tries per request: a 429 is retried after its ``Retry-After``, as a well-behaved client does.
 ATTEMPTS = 4
 KINDS = ("chat", "stream", "groundedness", "embeddings")
-LIMITS = {
-    "CORE_SERVER_MAX_CONCURRENT": "4",
-    "CORE_SERVER_MAX_QUEUED": "16",
-    "CORE_SERVER_MAX_CONCURRENT_STREAMS": "8",
-    "CORE_SERVER_RETRY_AFTER": "1",
-}
+LIMITS = {"max_concurrent": 4, "max_queued": 16, "max_concurrent_streams": 8, "retry_after": 1}
 #: Growth of the server's resident memory under load that still counts as bounded.
 MEMORY_BOUND = 150 * 2**20
 
@@ -51,7 +45,7 @@ class Mix:
     """The requests of the load test and the answer each must get; ``check`` grades one."""
 
     def __init__(self) -> None:
-        self.reference = fake_backend(EchoChatEngine())  # same fakes, in-process, for vectors
+        self.reference = offline_backend(EchoChatEngine())  # same fakes, in-process, for vectors
 
     def request(self, i: int) -> tuple[str, str, dict[str, Any]]:
         kind, token = KINDS[i % len(KINDS)], f"r{i:03d}-{uuid.uuid4().hex[:8]}"
@@ -119,7 +113,9 @@ class MemoryWatch(threading.Thread):
 
 @pytest.fixture(scope="module")
 def server():
-    with ServerProcess(token_delay=0.001, **LIMITS) as running:
+    with ServerProcess(
+        fake="echo", token_delay=0.001, settings=LIMITS, env={"OMP_NUM_THREADS": "1"}
+    ) as running:
         yield running
 
 

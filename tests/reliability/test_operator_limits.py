@@ -18,13 +18,12 @@ import httpx
 import pytest
 
 from backend.server.settings import ServerSettings
-from tests.fakes import EchoChatEngine
+from backend.testing import EchoChatEngine, offline_backend
 from tests.reliability.wire import AUTH, CHAT_PATH, chat_body, error_of, sse_payloads, streamed_text
-from tests.server.helpers import fake_backend
 
 
 def test_messages_per_request_are_capped(serve):
-    running = serve(fake_backend(EchoChatEngine()), max_messages=3)
+    running = serve(offline_backend(EchoChatEngine()), max_messages=3)
     with httpx.Client(base_url=running.url, headers=AUTH) as http:
         three = chat_body("hi", messages=[{"role": "user", "content": "hi"}] * 3)
         assert http.post(CHAT_PATH, json=three).status_code == 200
@@ -37,7 +36,7 @@ def test_messages_per_request_are_capped(serve):
 
 
 def test_concurrent_streams_are_capped_and_a_dropped_stream_frees_its_slot(serve):
-    running = serve(fake_backend(EchoChatEngine(token_delay=0.01)), max_concurrent_streams=2)
+    running = serve(offline_backend(EchoChatEngine(token_delay=0.01)), max_concurrent_streams=2)
     long = chat_body("x" * 300, stream=True)  # about three seconds of tokens each
     with httpx.Client(base_url=running.url, headers=AUTH, timeout=30) as http:
         with contextlib.ExitStack() as open_streams:

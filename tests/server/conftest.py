@@ -1,46 +1,22 @@
-"""Fixtures of the server suite: servers on loopback ports, the fake and the real backends."""
+"""Fixtures of the server suite: a server on the offline doubles, and the contract suite's
+subject (the real backend in-process, or behind the real server)."""
 
 from __future__ import annotations
 
-import contextlib
-import functools
-import os
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 
 import pytest
 
-from backend.inprocess import InProcessBackend
 from backend.interface import Backend
-from backend.server.settings import ENV_PREFIX
-from tests.server.helpers import RunningServer, start_server
-
-
-@pytest.fixture(autouse=True)
-def _no_server_settings_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
-    for name in list(os.environ):
-        if name.startswith(ENV_PREFIX):
-            monkeypatch.delenv(name)
-
-
-@pytest.fixture
-def serve() -> Iterator[Callable[..., RunningServer]]:
-    """Start servers that stop after the test: ``serve(backend=None, **settings)``."""
-    with contextlib.ExitStack() as stack:
-        yield functools.partial(start_server, stack)
+from backend.local import InProcessBackend
+from backend.testing.servers import RunningServer, running_server
 
 
 @pytest.fixture(scope="module")
 def fake_server() -> Iterator[RunningServer]:
     """One server on fake engines for a whole module (tests that do not change its state)."""
-    with contextlib.ExitStack() as stack:
-        yield start_server(stack)
-
-
-@pytest.fixture(scope="session")
-def real_server(small_backend: InProcessBackend) -> Iterator[RunningServer]:
-    """A server over the session's real small-profile backend."""
-    with contextlib.ExitStack() as stack:
-        yield start_server(stack, small_backend)
+    with running_server() as running:
+        yield running
 
 
 @pytest.fixture(scope="session", params=["inprocess", "http"])

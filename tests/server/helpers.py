@@ -1,88 +1,18 @@
-"""Test helpers for the server suite: a uvicorn server on a loopback port in a thread, and
-fake engines that are slow, count their tokens or fail on demand."""
+"""Test helpers for the server suite: a scripted engine that is slow, waits for a gate, counts
+its tokens or fails on demand, and a second accepted key."""
 
 from __future__ import annotations
 
-import contextlib
-import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
-from dataclasses import dataclass
-from typing import Any
-
-import uvicorn
+from collections.abc import Callable, Generator, Sequence
 
 from backend.engines.base import SamplingParams
-from backend.http_client import HTTPBackend
-from backend.inprocess import InProcessBackend
-from backend.interface import Backend
-from backend.server.context import ServerContext
-from backend.server.runner import DrainingServer, build_server
-from backend.server.settings import ServerSettings
-from tests.fakes import CharCountEmbeddingEngine, ScriptedChatEngine
+from backend.testing import ScriptedChatEngine
+from backend.testing.servers import TEST_API_KEY
 
-LOOPBACK = "127.0.0.1"
-API_KEY = "test-key-0123456789"
+API_KEY = TEST_API_KEY
 OTHER_KEY = "second-key-abcdef"
-
-
-@contextlib.contextmanager
-def serve_in_thread(server: uvicorn.Server, timeout: float = 30.0) -> Iterator[str]:
-    """Run ``server`` on a free loopback port in a thread; yield its base URL; stop it."""
-    # IPPROTO_TCP explicitly: asyncio sets TCP_NODELAY on accepted connections only when the
-    # listening socket says TCP; with proto 0, Nagle plus delayed ACKs cost 40 ms a request.
-    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM, socket.IPPROTO_TCP)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-    sock.bind((LOOPBACK, 0))
-    port = sock.getsockname()[1]
-    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + timeout
-    while not server.started:
-        if not thread.is_alive() or time.monotonic() > deadline:
-            raise RuntimeError("the test server did not start")
-        time.sleep(0.01)
-    try:
-        yield f"http://{LOOPBACK}:{port}"
-    finally:
-        server.should_exit = True
-        thread.join(timeout)
-        sock.close()
-
-
-@dataclass
-class RunningServer:
-    url: str
-    server: DrainingServer
-
-    @property
-    def context(self) -> ServerContext:
-        return self.server.context
-
-    def client(self, **options: Any) -> HTTPBackend:
-        return HTTPBackend(self.url, api_key=API_KEY, **options)
-
-
-def start_server(
-    stack: contextlib.ExitStack,
-    backend: Backend | None = None,
-    wait_loaded: bool = True,
-    **settings: Any,
-) -> RunningServer:
-    """Serve ``backend`` (default: fake engines) until ``stack`` closes; keys: ``API_KEY``."""
-    settings.setdefault("api_keys", (API_KEY,))
-    server = build_server(
-        backend or fake_backend(),
-        ServerSettings(**settings),
-        host=LOOPBACK,
-        port=0,
-        log_level="warning",
-    )
-    running = RunningServer(stack.enter_context(serve_in_thread(server)), server)
-    if wait_loaded:
-        running.context.lifecycle.wait_loaded(600)
-    return running
 
 
 class SlowChatEngine(ScriptedChatEngine):
@@ -110,7 +40,7 @@ class SlowChatEngine(ScriptedChatEngine):
         prompt_ids: Sequence[int],
         params: SamplingParams,
         should_stop: Callable[[], bool] = lambda: False,
-    ) -> Iterator[int]:
+    ) -> Generator[int, None, None]:
         self.finished.clear()
         self.started.set()
         try:
@@ -124,11 +54,3 @@ class SlowChatEngine(ScriptedChatEngine):
                 yield token
         finally:
             self.finished.set()
-
-
-def fake_backend(chat_engine: ScriptedChatEngine | None = None) -> InProcessBackend:
-    return InProcessBackend(
-        profile="small",
-        chat_engine=chat_engine or ScriptedChatEngine("Hello there."),
-        embedding_engine=CharCountEmbeddingEngine(),
-    )

@@ -3,7 +3,6 @@ embeddings (its default encoding is base64) and errors."""
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 import numpy as np
@@ -11,8 +10,9 @@ import pytest
 
 openai = pytest.importorskip("openai")
 
-from tests.fakes import ScriptedChatEngine  # noqa: E402
-from tests.server.helpers import API_KEY, fake_backend, start_server  # noqa: E402
+from backend.testing import ScriptedChatEngine, offline_backend  # noqa: E402
+from backend.testing.servers import running_server  # noqa: E402
+from tests.server.helpers import API_KEY  # noqa: E402
 
 WEATHER_TOOL = {
     "type": "function",
@@ -37,8 +37,8 @@ def engine():
 
 @pytest.fixture(scope="module")
 def server(engine):
-    with contextlib.ExitStack() as stack:
-        yield start_server(stack, fake_backend(engine))
+    with running_server(offline_backend(engine)) as running:
+        yield running
 
 
 @pytest.fixture

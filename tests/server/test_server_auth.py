@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import http.client
 import json
 from urllib.parse import urlsplit
@@ -13,7 +12,9 @@ from backend.server.app import create_app
 from backend.server.auth import BearerAuth, load_api_keys, normalise_path, requires_key
 from backend.server.runner import run_server
 from backend.server.settings import ServerSettings
-from tests.server.helpers import API_KEY, OTHER_KEY, fake_backend, start_server
+from backend.testing import offline_backend
+from backend.testing.servers import running_server
+from tests.server.helpers import API_KEY, OTHER_KEY
 
 
 def raw_request(
@@ -77,8 +78,8 @@ BAD_HEADERS = {
 
 @pytest.fixture(scope="module")
 def server():
-    with contextlib.ExitStack() as stack:
-        yield start_server(stack, api_keys=(API_KEY, OTHER_KEY))
+    with running_server(api_keys=(API_KEY, OTHER_KEY)) as running:
+        yield running
 
 
 @pytest.mark.parametrize(("method", "target"), V1_TARGETS)
@@ -148,7 +149,7 @@ def test_no_auth_serves_without_a_key(serve):
 
 def test_the_app_refuses_to_start_without_keys():
     with pytest.raises(ValueError, match="no API keys"):
-        create_app(fake_backend(), ServerSettings())
+        create_app(offline_backend(), ServerSettings())
 
 
 def test_run_server_refuses_to_start_without_keys(monkeypatch):

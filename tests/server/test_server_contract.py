@@ -14,9 +14,9 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
-from backend.errors import BadRequestError, CoreError, NotFoundError
-from backend.http_client import HTTPBackend
+from backend.client.http import HTTPBackend
 from backend.interface import Backend
+from backend.protocol.errors import BadRequestError, CoreError, NotFoundError
 from tests.server.helpers import API_KEY
 
 pytestmark = pytest.mark.model

@@ -9,11 +9,10 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from fastapi.exceptions import RequestValidationError
 
-from backend.errors import BadRequestError, ServiceUnavailableError
-from backend.server.errors import to_core_error
-from tests.server.helpers import API_KEY, SlowChatEngine, fake_backend
+from backend.protocol.errors import ServiceUnavailableError
+from backend.testing import offline_backend
+from tests.server.helpers import API_KEY, SlowChatEngine
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 CHAT = {"model": "core-1-mini-chat", "messages": [{"role": "user", "content": "hi"}]}
@@ -70,15 +69,6 @@ def test_malformed_bodies_are_400_never_422(http, content, message):
     assert _error(response)["message"].startswith(message)
 
 
-def test_fastapi_validation_errors_map_to_400():
-    exc = RequestValidationError(
-        [{"loc": ("body", "temperature"), "msg": "Value error, too hot", "type": "value_error"}]
-    )
-    error = to_core_error(exc, {})
-    assert isinstance(error, BadRequestError) and error.status_code == 400
-    assert error.message == "invalid request: temperature: too hot"
-
-
 def test_request_id_is_returned_and_a_sane_client_id_is_kept(http):
     first, second = http.get("/health"), http.get("/health")
     assert len(first.headers["x-request-id"]) == 32
@@ -117,7 +107,7 @@ def test_body_growing_past_the_limit_without_length_is_413(serve):
 
 
 def test_unexpected_failure_is_500_without_internals(serve):
-    running = serve(fake_backend(SlowChatEngine("Hello", fail_after=2)))
+    running = serve(offline_backend(SlowChatEngine("Hello", fail_after=2)))
     response = httpx.post(f"{running.url}/v1/core/chat/completions", json=CHAT, headers=AUTH)
     assert response.status_code == 500
     error = _error(response)
@@ -135,7 +125,7 @@ class BlockedWarmupBackend:
     """Wraps a fake backend whose warmup waits for ``release`` (or fails)."""
 
     def __init__(self, fail: bool = False) -> None:
-        self.inner = fake_backend()
+        self.inner = offline_backend()
         self.release = threading.Event()
         self.fail = fail
 
@@ -179,7 +169,7 @@ def test_failed_loading_keeps_answering_503(serve):
 def test_a_full_queue_answers_429_with_retry_after(serve):
     gate = threading.Event()
     engine = SlowChatEngine("Hi", gate=gate)
-    running = serve(fake_backend(engine), max_concurrent=1, max_queued=1, retry_after=2)
+    running = serve(offline_backend(engine), max_concurrent=1, max_queued=1, retry_after=2)
     limiter = running.context.limiter
     client = running.client(max_retries=0)
     with ThreadPoolExecutor(2) as pool:
@@ -203,7 +193,7 @@ def test_a_full_queue_answers_429_with_retry_after(serve):
 def test_a_request_past_the_timeout_is_504_and_keeps_its_place_until_the_model_stops(serve):
     gate = threading.Event()
     engine = SlowChatEngine("Hi", gate=gate)
-    running = serve(fake_backend(engine), request_timeout=0.3, max_concurrent=1)
+    running = serve(offline_backend(engine), request_timeout=0.3, max_concurrent=1)
     try:
         response = httpx.post(f"{running.url}/v1/core/chat/completions", json=CHAT, headers=AUTH)
         assert response.status_code == 504

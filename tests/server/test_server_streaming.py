@@ -11,8 +11,9 @@ import time
 import httpx
 import pytest
 
-from backend.errors import APIConnectionError, InternalServerError, ServiceUnavailableError
-from tests.server.helpers import API_KEY, SlowChatEngine, fake_backend
+from backend.protocol.errors import APIConnectionError, InternalServerError, ServiceUnavailableError
+from backend.testing import offline_backend
+from tests.server.helpers import API_KEY, SlowChatEngine
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 CHAT = {
@@ -63,7 +64,7 @@ def test_wire_format_data_events_then_done(fake_server, include_usage):
 
 def test_keep_alive_comments_while_waiting_for_the_first_token(serve):
     engine = SlowChatEngine("Hi", first_delay=0.6)
-    running = serve(fake_backend(engine), keep_alive_interval=0.1)
+    running = serve(offline_backend(engine), keep_alive_interval=0.1)
     _, text = _raw_stream(running.url, CHAT)
     assert text.startswith("data: {")  # the role chunk goes out before the model starts
     first_content = text.index('"content":"H"')
@@ -76,7 +77,7 @@ def test_keep_alive_comments_while_waiting_for_the_first_token(serve):
 
 
 def test_an_error_after_the_first_byte_is_one_error_event(serve):
-    running = serve(fake_backend(SlowChatEngine("Hello world", fail_after=3)))
+    running = serve(offline_backend(SlowChatEngine("Hello world", fail_after=3)))
     response, text = _raw_stream(running.url, CHAT)
     assert response.status_code == 200
     events = [e for e in text.split("\n\n") if e]
@@ -96,7 +97,7 @@ def test_an_error_after_the_first_byte_is_one_error_event(serve):
 
 def test_the_client_raises_the_error_event_after_the_chunks_before_it(serve):
     engine = SlowChatEngine("Hello world", fail_after=3)
-    running = serve(fake_backend(engine))
+    running = serve(offline_backend(engine))
     received = []
     with running.client(max_retries=2) as client:
         stream = client.stream_chat(CHAT)
@@ -108,7 +109,7 @@ def test_the_client_raises_the_error_event_after_the_chunks_before_it(serve):
 
 
 async def test_the_async_client_raises_the_error_event(serve):
-    running = serve(fake_backend(SlowChatEngine("Hello world", fail_after=3)))
+    running = serve(offline_backend(SlowChatEngine("Hello world", fail_after=3)))
     client = running.client()
     try:
         stream = await client.astream_chat(CHAT)
@@ -135,7 +136,7 @@ def _disconnect_after(url: str, chunks: int) -> None:
 
 def test_a_client_disconnect_stops_generation_and_frees_the_place(serve):
     engine = SlowChatEngine("x" * 2000, delay=0.005)
-    running = serve(fake_backend(engine), max_concurrent=1, max_queued=0)
+    running = serve(offline_backend(engine), max_concurrent=1, max_queued=0)
     _disconnect_after(running.url, chunks=10)
     closed_at = time.monotonic()
     assert engine.finished.wait(1.0), "generation did not stop within a second"
@@ -153,7 +154,7 @@ def test_a_client_disconnect_stops_generation_and_frees_the_place(serve):
 
 async def test_closing_the_async_client_stream_stops_generation(serve):
     engine = SlowChatEngine("x" * 2000, delay=0.005)
-    running = serve(fake_backend(engine))
+    running = serve(offline_backend(engine))
     client = running.client()
     try:
         stream = await client.astream_chat(CHAT)
@@ -169,7 +170,7 @@ async def test_closing_the_async_client_stream_stops_generation(serve):
 def test_shutdown_drains_in_flight_streams_and_refuses_new_requests(serve):
     gate = threading.Event()
     engine = SlowChatEngine("Hello", gate=gate)
-    running = serve(fake_backend(engine), shutdown_drain_timeout=10)
+    running = serve(offline_backend(engine), shutdown_drain_timeout=10)
     client = running.client(max_retries=0)
     stream = client.stream_chat(CHAT)  # the response began; the model waits at the gate
     assert next(stream).choices[0].delta.role == "assistant"

@@ -1,0 +1,186 @@
+"""Embedding and groundedness checks over many rows: lists, pandas Series and DataFrames.
+
+``BulkRunner`` sends the rows in requests within the service's limits (spec section 8, see
+``backend.protocol.limits``), shows a progress bar, and is safe to interrupt: every finished
+request is kept in its ``ResultStore``, so running the same call again (after a
+``KeyboardInterrupt``, an error, or in a later session with a store on disk) asks only for the
+rows not done yet. Repeated texts are sent once. It works over any ``Backend``, in-process or
+HTTP. pandas is needed only for the DataFrame helpers.
+
+>>> runner = BulkRunner(backend.connect())
+>>> vectors = runner.embed(df["text"])                   # NumPy array, one row per text
+>>> df["verdict"] = runner.check_groundedness(df, context="context", answer="answer")
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from backend.bulk.result_store import ResultStore, result_key
+from backend.groundedness.request import groundedness_request, read_verdict
+from backend.interface import Backend
+from backend.protocol.catalogue import GROUNDEDNESS_MODEL, PASSAGE_MODEL
+from backend.protocol.errors import BadRequestError
+from backend.protocol.limits import (
+    MAX_EMBEDDING_INPUTS,
+    MAX_TOKENS_PER_EMBEDDING_REQUEST,
+    plan_embedding_requests,
+)
+
+if TYPE_CHECKING:
+    import pandas as pd
+
+
+def _as_texts(texts: Iterable[Any], what: str) -> list[str]:
+    """The texts as a list of non-empty strings; a clear error names the rows that are not."""
+    if isinstance(texts, str):
+        raise TypeError(f"{what} must be a list or Series of strings, not one string")
+    values = texts.tolist() if hasattr(texts, "tolist") else list(texts)
+    # A Series names its rows by its index; anything else by position.
+    labels = list(texts.index) if hasattr(texts, "tolist") and hasattr(texts, "index") else None
+    labels = labels or list(range(len(values)))
+    bad = [at for at, v in zip(labels, values, strict=True) if not isinstance(v, str) or not v]
+    if bad:
+        shown = ", ".join(repr(label) for label in bad[:5]) + (" ..." if len(bad) > 5 else "")
+        raise ValueError(
+            f"{what} must be non-empty strings; {len(bad)} are not (rows {shown}); drop or "
+            "fill them first (e.g. series.dropna(), series.str.strip() != '')"
+        )
+    return values
+
+
+class BulkRunner:
+    """Embeds texts and checks groundedness row by row, resumably.
+
+    Args:
+        service: the backend requests go to (``backend.connect()``).
+        store: where finished results are kept (default: a new in-memory ``ResultStore``,
+            living as long as this runner); ``ResultStore("file.sqlite")`` survives restarts.
+        progress: show a progress bar: True for ``tqdm.auto`` (a widget in Jupyter, text
+            elsewhere), a tqdm class to choose (``tqdm.tqdm`` draws text, which a saved
+            notebook keeps readable outside Jupyter), False for none.
+        max_inputs / max_tokens: limits of one embedding request (the spec's by default).
+    """
+
+    def __init__(
+        self,
+        service: Backend,
+        store: ResultStore | None = None,
+        *,
+        progress: bool | type[tqdm] = True,
+        max_inputs: int = MAX_EMBEDDING_INPUTS,
+        max_tokens: int = MAX_TOKENS_PER_EMBEDDING_REQUEST,
+    ) -> None:
+        self.service = service
+        self.store = store if store is not None else ResultStore()
+        self.progress = progress
+        self.max_inputs = max_inputs
+        self.max_tokens = max_tokens
+
+    def _bar(self, total: int, done: int, desc: str, unit: str) -> tqdm:
+        bar_class = tqdm if self.progress is True or not self.progress else self.progress
+        return bar_class(total=total, initial=done, desc=desc, unit=unit, disable=not self.progress)
+
+    # ------------------------------------------------------------------ embeddings
+
+    def embed(self, texts: Iterable[str], model: str = PASSAGE_MODEL) -> np.ndarray:
+        """One L2-normalised float32 row per text, in input order.
+
+        Args:
+            texts: a list or pandas Series of non-empty strings.
+            model: ``PASSAGE_MODEL`` for documents (default) or ``QUERY_MODEL`` for questions.
+
+        Raises:
+            ValueError: a text is empty or not a string (nothing is sent).
+            backend.CoreError: the service refused a text (e.g. over 4000 tokens); the
+                texts finished before it are kept.
+        """
+        texts = _as_texts(texts, "texts")
+        keys = {text: result_key("embedding", model, text) for text in dict.fromkeys(texts)}
+        done = self.store.get_many(keys.values())
+        missing = [text for text, key in keys.items() if key not in done]
+        with self._bar(len(keys), len(keys) - len(missing), "embedding", "text") as bar:
+            for batch in plan_embedding_requests(missing, self.max_inputs, self.max_tokens):
+                done.update(self._embed_batch(batch, model, keys, bar))
+        if not texts:
+            return np.zeros((0, 0), dtype=np.float32)
+        return np.stack([np.frombuffer(done[keys[text]], dtype="<f4") for text in texts])
+
+    def embed_frame(self, texts: Iterable[str], model: str = PASSAGE_MODEL) -> pd.DataFrame:
+        """``embed`` as a DataFrame: one row per text (the Series' index, if any), one
+        column per dimension."""
+        import pandas as pd
+
+        vectors = self.embed(texts, model)
+        index = texts.index if isinstance(texts, pd.Series) else None
+        return pd.DataFrame(vectors, index=index)
+
+    def _embed_batch(
+        self, batch: Sequence[str], model: str, keys: dict[str, str], bar: tqdm
+    ) -> dict[str, bytes]:
+        """Embed and store one request's texts. When the service refuses a request of
+        several texts, its halves are tried apart, so the one bad text is found and raised
+        while the others are kept."""
+        try:
+            result = self.service.embed({"model": model, "input": list(batch)})
+        except BadRequestError:
+            if len(batch) == 1:
+                raise
+            half = len(batch) // 2
+            first = self._embed_batch(batch[:half], model, keys, bar)
+            return first | self._embed_batch(batch[half:], model, keys, bar)
+        data = sorted(result.data, key=lambda item: item.index)
+        if len(data) != len(batch):
+            raise ValueError(f"the service returned {len(data)} embeddings for {len(batch)} texts")
+        values = {
+            keys[text]: np.asarray(item.embedding, dtype="<f4").tobytes()
+            for text, item in zip(batch, data, strict=True)
+        }
+        self.store.put_many(values)
+        bar.update(len(batch))
+        return values
+
+    # ------------------------------------------------------------------ groundedness
+
+    def check_groundedness(
+        self,
+        frame: pd.DataFrame,
+        context: str = "context",
+        answer: str = "answer",
+        model: str = GROUNDEDNESS_MODEL,
+    ) -> pd.Series:
+        """The verdict (``grounded``, ``notGrounded`` or ``notSure``) of each row's answer
+        against its context, as a Series on the frame's index named ``verdict``.
+
+        Args:
+            frame: a DataFrame with the two text columns.
+            context / answer: the names of those columns.
+
+        Raises:
+            ValueError: a context or answer is empty or not a string (nothing is sent).
+            backend.CoreError: the service refused a row; the rows before it are kept.
+        """
+        import pandas as pd
+
+        contexts = _as_texts(frame[context], f"column {context!r}")
+        answers = _as_texts(frame[answer], f"column {answer!r}")
+        pairs = list(zip(contexts, answers, strict=True))
+        keys = {pair: result_key("groundedness", model, *pair) for pair in dict.fromkeys(pairs)}
+        done = self.store.get_many(keys.values())
+        missing = [pair for pair, key in keys.items() if key not in done]
+        with self._bar(len(keys), len(keys) - len(missing), "groundedness", "row") as bar:
+            for pair in missing:
+                verdict = self._check(pair, model)
+                self.store.put_many({keys[pair]: verdict})
+                done[keys[pair]] = verdict
+                bar.update(1)
+        verdicts = [done[keys[pair]] for pair in pairs]
+        return pd.Series(verdicts, index=frame.index, name="verdict", dtype="object")
+
+    def _check(self, pair: tuple[str, str], model: str) -> str:
+        context, answer = pair
+        return read_verdict(self.service.chat(groundedness_request(context, answer, model=model)))

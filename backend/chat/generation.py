@@ -1,0 +1,132 @@
+"""Generating an answer and reading it into output events, switching to a constrained tool
+call when one begins.
+
+A ``Generation`` runs once and its tokens go through an ``OutputProcessor``. With
+``AnswerOrCall`` (``tool_choice`` ``auto`` where calls are constrained) the model decides
+whether to call a tool: the answer is generated freely until its first tokens show which it
+is (``backend.chat.tool_calls.opens_tool_call``); if they open a call, that free start is
+dropped and the call is generated again from its opening, under the constraint that makes it
+match a tool's schema. A plain answer continues as it started, unconstrained and unslowed.
+Where the profile sets a threshold, a call the model itself finds unneeded for the message is
+dropped and the message answered without tools (``backend.chat.tool_need``).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Callable, Iterable, Iterator, Sequence
+
+from backend.chat.output import OutputEvent, OutputProcessor, ToolCallsFound
+from backend.chat.prompt import AnswerOrCall, Generation, RenderedPrompt
+from backend.chat.tool_calls import opens_tool_call
+from backend.chat.tool_need import call_is_wanted
+from backend.engines.base import ChatEngine, SamplingParams
+
+#: Tokens read at most before deciding that an answer is not a call (a fence and ``{"name"``
+#: take about six).
+OPENING_TOKENS = 16
+
+
+def answer_events(
+    engine: ChatEngine,
+    prompt: RenderedPrompt,
+    params: SamplingParams,
+    stop: Sequence[str],
+    should_stop: Callable[[], bool],
+    tool_need_below: float | None = None,
+) -> Iterator[OutputEvent]:
+    """The output events of the answer to ``prompt``.
+
+    Args:
+        stop: stop sequences; the text ends before the first one.
+        should_stop: polled between tokens (a client that went away).
+        tool_need_below: with ``AnswerOrCall``, a generated call is kept only if the model
+            finds the tool needed with at least this probability; None keeps every call.
+    """
+    if isinstance(prompt, Generation):
+        yield from _Reading(engine, prompt, stop, should_stop).events(params)
+        return
+    yield from _answer_or_call(engine, prompt, params, stop, should_stop, tool_need_below)
+
+
+def _answer_or_call(
+    engine: ChatEngine,
+    prompt: AnswerOrCall,
+    params: SamplingParams,
+    stop: Sequence[str],
+    should_stop: Callable[[], bool],
+    tool_need_below: float | None,
+) -> Iterator[OutputEvent]:
+    answer = _Reading(engine, prompt.answer, stop, should_stop)
+    free = engine.generate(prompt.answer.ids, params, answer.should_stop)
+    try:
+        opening: list[int] = []
+        is_call = None
+        for token in free:
+            opening.append(token)
+            text = engine.tokenizer.decode(opening, skip_special_tokens=False)  # type: ignore[attr-defined]
+            is_call = opens_tool_call(text)
+            if is_call is not None or len(opening) >= OPENING_TOKENS:
+                break
+        if not is_call:
+            yield from answer.read(itertools.chain(opening, free))
+            return
+    finally:
+        free.close()
+    call = _Reading(engine, prompt.call, stop, should_stop).events(params)
+    check = prompt.tool_need
+    if tool_need_below is None or check is None:
+        yield from call
+        return
+    # The call is read whole before it is checked (calls go out at the end anyway).
+    held = list(call)
+    found = next((event.calls for event in held if isinstance(event, ToolCallsFound)), [])
+    if not found or call_is_wanted(engine, check, found[0].function.name, tool_need_below):
+        yield from held
+        return
+    yield from _Reading(engine, Generation(check.plain_ids), stop, should_stop).events(params)
+
+
+class _Reading:
+    """One generation read through one ``OutputProcessor``, which also stops it early (a stop
+    sequence or the end of the turn reached)."""
+
+    def __init__(
+        self,
+        engine: ChatEngine,
+        generation: Generation,
+        stop: Sequence[str],
+        should_stop: Callable[[], bool],
+    ) -> None:
+        self._engine = engine
+        self._generation = generation
+        self._outer_stop = should_stop
+        self.processor = OutputProcessor(
+            engine.tokenizer,
+            engine.eos_token_ids,
+            prompt_ids=generation.ids,
+            stop=stop,
+            tool_names=generation.tool_names,
+            prefill=generation.prefill,
+        )
+
+    def should_stop(self) -> bool:
+        return self.processor.stopped or self._outer_stop()
+
+    def events(self, params: SamplingParams) -> Iterator[OutputEvent]:
+        """Run the generation and read its tokens."""
+        generation = self._generation
+        options = {"constraint": generation.constraint} if generation.constraint else {}
+        tokens = self._engine.generate(generation.ids, params, self.should_stop, **options)
+        try:
+            yield from self.read(tokens)
+        finally:
+            tokens.close()
+
+    def read(self, tokens: Iterable[int]) -> Iterator[OutputEvent]:
+        """Read ``tokens`` until they end or the processor stops, then finish."""
+        for token in tokens:
+            yield from self.processor.feed(token)
+            if self.processor.stopped:
+                break
+        yield from self.processor.finish()

@@ -1,0 +1,177 @@
+"""Rendering a chat request into what the engine generates from, through the model's own
+chat template.
+
+A request is answered in one of two ways, each a type of its own:
+
+* ``Generation``: one generation from one prompt. Without tools; with tools on an engine that
+  cannot constrain decoding (calls are parsed from free text); or with a call forced
+  (``required`` or a named function), whose opening is already written in the prompt and,
+  where the engine can, generated under the tools' schema.
+* ``AnswerOrCall``: ``tool_choice`` ``auto`` on an engine that constrains decoding. The answer
+  starts freely; if it opens a call, the ``call`` generation, constrained to the tools'
+  schemas, is run instead (``backend.chat.generation``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.chat.tool_calls import call_constraint, call_prefill
+from backend.chat.tool_need import ToolNeedCheck
+from backend.engines.base import JSONSchemaConstraint
+from backend.protocol.errors import BadRequestError
+from backend.protocol.schemas import ChatMessage, ToolChoice, ToolChoiceObject, ToolDefinition
+
+DEFAULT_SYSTEM_PROMPT = "You are a helpful assistant."
+
+
+@dataclass(frozen=True)
+class Generation:
+    """One generation: its prompt, and what reading its output needs."""
+
+    ids: list[int]
+    #: Text placed at the start of the assistant turn (a forced call's opening); it is part
+    #: of what is parsed, not of what is generated.
+    prefill: str = ""
+    #: Names of the tools the model may call; empty when tools are off.
+    tool_names: frozenset[str] = field(default_factory=frozenset)
+    #: The schema the output must follow, for an engine that constrains decoding.
+    constraint: JSONSchemaConstraint | None = None
+
+
+@dataclass(frozen=True)
+class AnswerOrCall:
+    """``tool_choice`` ``auto`` where calls are constrained: ``answer`` starts freely, and if
+    it opens a call, ``call`` (constrained, from the call's opening) is run instead."""
+
+    answer: Generation
+    call: Generation
+    #: Where the conversation ends with a user message: what checking that a generated call
+    #: is wanted needs (``backend.chat.tool_need``).
+    tool_need: ToolNeedCheck | None = None
+
+    @property
+    def ids(self) -> list[int]:
+        """The prompt the answer starts from (what the usage counts)."""
+        return self.answer.ids
+
+
+RenderedPrompt = Generation | AnswerOrCall
+
+
+def _template_message(message: ChatMessage) -> dict[str, Any]:
+    entry: dict[str, Any] = {"role": message.role, "content": message.content or ""}
+    if message.tool_calls:
+        # Templates render arguments with ``tojson``: give them objects, not JSON strings,
+        # or the model sees doubly-encoded arguments and learns to write them that way.
+        entry["tool_calls"] = [
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {
+                    "name": call.function.name,
+                    "arguments": _arguments(call.function.arguments),
+                },
+            }
+            for call in message.tool_calls
+        ]
+    if message.role == "tool":
+        entry["tool_call_id"] = message.tool_call_id
+    return entry
+
+
+def _with_tool_results_as_user_turn(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
+    """The conversation with its last tool call and results rewritten as one user turn.
+
+    Rendered the template's way (a ``<tool_call>`` turn, then ``<tool_response>``), the
+    small Qwen models echo the call instead of answering; shown the results as plain text
+    with the instruction to answer, they answer from them. Earlier exchanges keep the
+    template's form.
+    """
+    end = len(messages)
+    start = end
+    while start > 0 and messages[start - 1].role == "tool":
+        start -= 1
+    caller = messages[start - 1] if start > 0 and messages[start - 1].tool_calls else None
+    calls = {call.id: call for call in caller.tool_calls or ()} if caller else {}
+    lines = []
+    for message in messages[start:end]:
+        call = calls.get(message.tool_call_id or "")
+        name = f"{call.function.name}({call.function.arguments})" if call else "a tool"
+        lines.append(f"- {name} returned: {message.content or ''}")
+    results = {
+        "role": "user",
+        "content": "Results of the tool calls:\n"
+        + "\n".join(lines)
+        + "\nAnswer my question using these results.",
+    }
+    head = messages[: start - 1] if caller else messages[:start]
+    return [_template_message(m) for m in head] + [results]
+
+
+def _arguments(arguments: str) -> Any:
+    try:
+        return json.loads(arguments)
+    except json.JSONDecodeError:
+        return arguments
+
+
+def render_prompt(
+    tokenizer: Any,
+    messages: Sequence[ChatMessage],
+    tools: Sequence[ToolDefinition] | None = None,
+    tool_choice: ToolChoice | None = None,
+    constrained: bool = False,
+) -> RenderedPrompt:
+    """Apply the chat template (with tool definitions) and tokenize.
+
+    ``tool_choice="none"`` renders without tools, so the model cannot call one. Without a
+    system message the default one is used, so the model does not introduce itself under its
+    upstream name. ``constrained``: the engine constrains output to a JSON Schema, so calls
+    are generated under the tools' schemas (``backend.chat.tool_calls.call_constraint``).
+    """
+    if not getattr(tokenizer, "chat_template", None):
+        raise BadRequestError(
+            "invalid request: the configured chat model has no chat template; configure an "
+            "instruction-tuned model"
+        )
+    answering = tool_choice in (None, "auto") and messages[-1].role == "tool"
+    if answering:
+        conversation = _with_tool_results_as_user_turn(messages)
+    else:
+        conversation = [_template_message(m) for m in messages]
+    if conversation[0]["role"] != "system":
+        conversation.insert(0, {"role": "system", "content": DEFAULT_SYSTEM_PROMPT})
+    active_tools = list(tools or ()) if tool_choice != "none" and not answering else []
+    template_tools = [t.model_dump(exclude_none=True) for t in active_tools] or None
+    text = tokenizer.apply_chat_template(
+        conversation, tools=template_tools, add_generation_prompt=True, tokenize=False
+    )
+
+    def tokens(text: str) -> list[int]:
+        return list(tokenizer.encode(text, add_special_tokens=False))
+
+    tool_names = frozenset(t.function.name for t in active_tools)
+    if not (constrained and active_tools):
+        prefill = call_prefill(tool_choice, constrained=False) if active_tools else ""
+        return Generation(tokens(text + prefill), prefill, tool_names)
+    if isinstance(tool_choice, ToolChoiceObject):
+        active_tools = [t for t in active_tools if t.function.name == tool_choice.function.name]
+    prefill = call_prefill(tool_choice, constrained=True)
+    call = Generation(tokens(text + prefill), prefill, tool_names, call_constraint(active_tools))
+    if tool_choice not in (None, "auto"):
+        return call
+    tool_need = None
+    if messages[-1].role == "user":
+        plain = tokenizer.apply_chat_template(
+            conversation, add_generation_prompt=True, tokenize=False
+        )
+        tool_need = ToolNeedCheck(
+            message=messages[-1].content or "",
+            descriptions={t.function.name: t.function.description or "" for t in active_tools},
+            plain_ids=tokens(plain),
+        )
+    return AnswerOrCall(Generation(tokens(text), "", tool_names), call, tool_need)

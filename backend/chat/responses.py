@@ -1,0 +1,166 @@
+"""Turning output events into the spec's completion object or its stream of chunks.
+
+Chat and the groundedness check both answer with a ``PreparedAnswer``: a validated request
+whose events are produced on demand. A non-streamed response folds every event of the stream
+into one message, so both paths carry the same content by construction.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+
+from backend.chat.output import Finished, OutputEvent, TextDelta, ToolCallsFound
+from backend.protocol.schemas import (
+    AssistantMessage,
+    ChatCompletion,
+    ChatCompletionChunk,
+    Choice,
+    ChunkChoice,
+    Delta,
+    FunctionCallDelta,
+    ToolCall,
+    ToolCallDelta,
+    Usage,
+    new_completion_id,
+    now,
+)
+
+
+@dataclass(frozen=True)
+class PreparedAnswer:
+    """A validated request, ready to run: everything but the model work."""
+
+    #: The versioned model name the response reports.
+    model: str
+    prompt_tokens: int
+    include_usage: bool
+    #: Runs the model and yields the output events; polls its argument (stop asked?) between
+    #: tokens, and frees the model when closed early.
+    run: Callable[[Callable[[], bool]], Iterator[OutputEvent]]
+
+
+def complete(prepared: PreparedAnswer) -> ChatCompletion:
+    """Run ``prepared`` to the end: the non-streamed response."""
+    return fold_completion(
+        prepared.run(lambda: False),
+        completion_id=new_completion_id(),
+        created=now(),
+        model=prepared.model,
+        prompt_tokens=prepared.prompt_tokens,
+    )
+
+
+def stream(
+    prepared: PreparedAnswer, should_stop: Callable[[], bool] = lambda: False
+) -> Iterator[ChatCompletionChunk]:
+    """Run ``prepared`` as a stream of chunks; ``should_stop`` ends generation early."""
+    return stream_chunks(
+        prepared.run(should_stop),
+        completion_id=new_completion_id(),
+        created=now(),
+        model=prepared.model,
+        prompt_tokens=prepared.prompt_tokens,
+        include_usage=prepared.include_usage,
+    )
+
+
+def _usage(prompt_tokens: int, completion_tokens: int) -> Usage:
+    return Usage(
+        prompt_tokens=prompt_tokens,
+        completion_tokens=completion_tokens,
+        total_tokens=prompt_tokens + completion_tokens,
+    )
+
+
+def fold_completion(
+    events: Iterable[OutputEvent],
+    *,
+    completion_id: str,
+    created: int,
+    model: str,
+    prompt_tokens: int,
+) -> ChatCompletion:
+    """The non-streamed response: every event of the stream, folded into one message."""
+    text: list[str] = []
+    calls: list[ToolCall] = []
+    finished = Finished("stop", 0)
+    for event in events:
+        if isinstance(event, TextDelta):
+            text.append(event.text)
+        elif isinstance(event, ToolCallsFound):
+            calls.extend(event.calls)
+        else:
+            finished = event
+    message = AssistantMessage(
+        content=None if calls and not text else "".join(text), tool_calls=calls or None
+    )
+    return ChatCompletion(
+        id=completion_id,
+        created=created,
+        model=model,
+        choices=[Choice(message=message, finish_reason=finished.reason)],
+        usage=_usage(prompt_tokens, finished.completion_tokens),
+    )
+
+
+def _tool_call_deltas(calls: list[ToolCall]) -> Iterator[Delta]:
+    # OpenAI's shape: the first fragment of each call carries id, type and name; the
+    # arguments follow in fragments identified by ``index`` alone.
+    for index, call in enumerate(calls):
+        yield Delta(
+            tool_calls=[
+                ToolCallDelta(
+                    index=index,
+                    id=call.id,
+                    type="function",
+                    function=FunctionCallDelta(name=call.function.name, arguments=""),
+                )
+            ]
+        )
+        yield Delta(
+            tool_calls=[
+                ToolCallDelta(
+                    index=index, function=FunctionCallDelta(arguments=call.function.arguments)
+                )
+            ]
+        )
+
+
+def stream_chunks(
+    events: Iterable[OutputEvent],
+    *,
+    completion_id: str,
+    created: int,
+    model: str,
+    prompt_tokens: int,
+    include_usage: bool,
+) -> Iterator[ChatCompletionChunk]:
+    """The streamed response: a role chunk, one chunk per delta, a finish chunk, and the
+    usage chunk (empty ``choices``) when asked for. All share one ``id`` and ``created``."""
+
+    def chunk(delta: Delta, finish: Finished | None = None) -> ChatCompletionChunk:
+        return ChatCompletionChunk(
+            id=completion_id,
+            created=created,
+            model=model,
+            choices=[ChunkChoice(delta=delta, finish_reason=finish.reason if finish else None)],
+        )
+
+    yield chunk(Delta(role="assistant", content=""))
+    for event in events:
+        if isinstance(event, TextDelta):
+            yield chunk(Delta(content=event.text))
+        elif isinstance(event, ToolCallsFound):
+            for delta in _tool_call_deltas(event.calls):
+                yield chunk(delta)
+        else:
+            yield chunk(Delta(), event)
+            if include_usage:
+                yield ChatCompletionChunk(
+                    id=completion_id,
+                    created=created,
+                    model=model,
+                    choices=[],
+                    usage=_usage(prompt_tokens, event.completion_tokens),
+                )

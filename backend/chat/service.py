@@ -1,0 +1,93 @@
+"""Chat completions on one chat engine: a request checked, rendered, budgeted and run.
+
+The in-process backend hands a validated request and its catalogue entry to ``prepare``; what
+comes back runs the model when read (``backend.chat.responses``), through the one path of
+``backend.chat.generation``, streamed or not.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+
+from backend.chat.generation import answer_events
+from backend.chat.output import OutputEvent
+from backend.chat.prompt import RenderedPrompt, render_prompt
+from backend.chat.responses import PreparedAnswer
+from backend.engines.base import ChatEngine, SamplingParams
+from backend.protocol.catalogue import ModelCard
+from backend.protocol.schemas import ChatCompletionRequest
+from backend.protocol.validation import check_chat_request, check_context_budget
+
+DEFAULT_TEMPERATURE = 0.7  # spec 4.1
+DEFAULT_TOP_P = 1.0
+
+
+class ChatService:
+    """Answers chat requests with ``engine``.
+
+    Args:
+        engine: the chat engine.
+        turn: held while the engine works for a request (its lock, or nothing for an engine
+            that batches concurrent requests itself).
+        tool_need_below: see ``backend.chat.tool_need``; None: every generated call is kept.
+    """
+
+    def __init__(
+        self,
+        engine: ChatEngine,
+        turn: Callable[[], AbstractContextManager],
+        tool_need_below: float | None = None,
+    ) -> None:
+        self.engine = engine
+        self._turn = turn
+        self._tool_need_below = tool_need_below
+
+    def render(self, request: ChatCompletionRequest) -> RenderedPrompt:
+        """The request's prompt as the engine will read it.
+
+        Raises:
+            BadRequestError: the request breaks a rule of spec 2.2 / 4.1.
+        """
+        check_chat_request(request)
+        return render_prompt(
+            self.engine.tokenizer,
+            request.messages,
+            request.tools,
+            request.tool_choice,
+            constrained=self.engine.supports_constraints,
+        )
+
+    def prepare(self, request: ChatCompletionRequest, card: ModelCard) -> PreparedAnswer:
+        """Check and render ``request`` now (errors raise here); run it when read."""
+        engine = self.engine
+        rendered = self.render(request)
+        max_new = check_context_budget(
+            len(rendered.ids),
+            request.token_limit,
+            min(card.context_length, engine.context_length),
+        )
+        params = SamplingParams(
+            max_new_tokens=max_new,
+            temperature=DEFAULT_TEMPERATURE if request.temperature is None else request.temperature,
+            top_p=DEFAULT_TOP_P if request.top_p is None else request.top_p,
+            seed=request.seed,
+        )
+
+        def run(should_stop: Callable[[], bool]) -> Iterator[OutputEvent]:
+            with self._turn():
+                yield from answer_events(
+                    engine,
+                    rendered,
+                    params,
+                    request.stop or (),
+                    should_stop,
+                    self._tool_need_below,
+                )
+
+        return PreparedAnswer(
+            model=card.version,
+            prompt_tokens=len(rendered.ids),
+            include_usage=request.include_usage,
+            run=run,
+        )

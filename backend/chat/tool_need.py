@@ -1,0 +1,47 @@
+"""Checking that a tool call the model opened is what the user's message asks for.
+
+With ``tool_choice`` ``auto`` small models call tools for messages that need none: the 1.5B
+model answered a greeting with ``get_weather`` and "what is 17 times 3?" with a call it made
+up, which the schema constraint then turns into a real tool. Once a call is generated, the
+model is asked whether replying to the message needs that tool, and P(yes) is read
+(``backend.chat.yes_no``); below the profile's threshold the call is dropped and the message
+answered without tools. The 0.5B model's readings all sit near 0.5, so its profile has no
+check (the readings measured are in benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from backend.chat.yes_no import YesNoReader
+from backend.engines.base import ChatEngine
+
+#: P(yes) below which a call that ``tool_choice: auto`` generated is dropped as unwanted, per
+#: model profile; None: no check.
+TOOL_NEED_THRESHOLDS: dict[str, float | None] = {"default": 0.4, "small": None}
+
+SYSTEM = "You are a helpful assistant. Answer yes or no."
+QUESTION = (
+    'Message: {message}\n\nTo reply to this message, is it necessary to use the tool "{name}" '
+    "({description})? Answer yes or no."
+)
+
+
+@dataclass(frozen=True)
+class ToolNeedCheck:
+    """What the check needs from the request: its last user message, the tools' descriptions,
+    and the prompt that answers the conversation without tools."""
+
+    message: str
+    descriptions: dict[str, str]
+    plain_ids: list[int]
+
+
+def call_is_wanted(engine: ChatEngine, check: ToolNeedCheck, name: str, threshold: float) -> bool:
+    """Whether P(yes) that replying to the message needs tool ``name`` reaches ``threshold``."""
+    reader = YesNoReader(engine)
+    question = QUESTION.format(
+        message=check.message, name=name, description=check.descriptions.get(name, "")
+    )
+    conversation = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
+    return reader.probability(reader.prompt_ids(conversation)) >= threshold

@@ -1,0 +1,245 @@
+"""The HTTP backend: the same ``Backend`` interface, answered by a server over httpx.
+
+>>> from backend.client import HTTPBackend
+>>> with HTTPBackend("http://127.0.0.1:8000", api_key="...") as service:
+...     service.chat({"model": "core-1-mini-chat", "messages": [{"role": "user", "content": "Hi"}]})
+
+Requests go out as given (pydantic models as ``model_dump(exclude_none=True)``): the server
+validates, so its 400 messages are the single source. Failures raise the same typed errors as
+the in-process backend (``backend.protocol.errors``). Failed attempts are retried
+``max_retries`` times (``backend.client.retries``); a stream is never retried once its
+response has begun (``backend.client.streams``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Mapping
+from typing import Any, TypeVar
+
+import httpx
+from pydantic import BaseModel, ValidationError
+
+from backend.client.retries import (
+    retry_after,
+    retry_delay,
+    retryable,
+    status_error,
+    transport_error,
+)
+from backend.client.streams import async_chunk_stream, chunk_stream
+from backend.interface import (
+    AsyncChatStream,
+    Backend,
+    ChatRequestLike,
+    ChatStream,
+    EmbeddingRequestLike,
+)
+from backend.protocol.errors import CoreError, InternalServerError
+from backend.protocol.schemas import ChatCompletion, EmbeddingList, ModelList
+
+API_PATH = "/v1/core"
+#: Seconds for each read, write and pool wait; and retries after the first attempt. The
+#: defaults of every client of the service (the adapters included).
+DEFAULT_TIMEOUT = 60.0
+DEFAULT_MAX_RETRIES = 2
+DEFAULT_CONNECT_TIMEOUT = 5.0
+
+ModelT = TypeVar("ModelT", bound=BaseModel)
+
+
+def normalise_base_url(base_url: str) -> str:
+    """``http://host:port``, ``.../v1`` or ``.../v1/core`` (slash or not) -> ``.../v1/core``."""
+    url = base_url.strip().rstrip("/")
+    if not url.startswith(("http://", "https://")):
+        raise ValueError(f"base_url must start with http:// or https://, got {base_url!r}")
+    if url.endswith(API_PATH):
+        return url
+    if url.endswith("/v1"):
+        return url + "/core"
+    return url + API_PATH
+
+
+def _body(request: Any, **fields: Any) -> Any:
+    if isinstance(request, BaseModel):
+        body: Any = request.model_dump(mode="json", exclude_none=True)
+    elif isinstance(request, Mapping):
+        body = dict(request)
+    else:
+        return request  # sent as is: the server answers with the 400 it deserves
+    body.update(fields)
+    return body
+
+
+def _parse(response: httpx.Response, model: type[ModelT]) -> ModelT:
+    try:
+        return model.model_validate_json(response.content)
+    except ValidationError as exc:
+        raise InternalServerError(
+            f"the server answered with a body that is not a {model.__name__}"
+        ) from exc
+
+
+class HTTPBackend(Backend):
+    """A ``Backend`` talking to a core-textmodels server (or any server of the same API).
+
+    Args:
+        base_url: ``http://host:port`` or ``http://host:port/v1/core``.
+        api_key: the bearer key; None sends no Authorization header.
+        timeout: seconds for each read, write and pool wait (and between stream events).
+        connect_timeout: seconds to establish a connection.
+        max_retries: retries after the first attempt; 0 means exactly one attempt.
+        http_client / async_http_client: clients to use instead of the pooled ones this
+            backend creates on first use; the caller keeps ownership and closes them.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        timeout: float = DEFAULT_TIMEOUT,
+        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
+        max_retries: int = DEFAULT_MAX_RETRIES,
+        http_client: httpx.Client | None = None,
+        async_http_client: httpx.AsyncClient | None = None,
+    ) -> None:
+        if max_retries < 0:
+            raise ValueError(f"max_retries must not be negative, got {max_retries}")
+        self.base_url = normalise_base_url(base_url)
+        self.max_retries = max_retries
+        self._api_key = api_key
+        self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
+        self._client = http_client
+        self._async_client = async_http_client
+        self._owns_client = http_client is None
+        self._owns_async_client = async_http_client is None
+        self._lock = threading.Lock()
+
+    def __repr__(self) -> str:  # never shows the key
+        return f"HTTPBackend(base_url={self.base_url!r}, max_retries={self.max_retries})"
+
+    # ------------------------------------------------------------------ clients
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json", "User-Agent": "core-textmodels-python"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def _sync_client(self) -> httpx.Client:
+        with self._lock:
+            if self._client is None:
+                self._client = httpx.Client(timeout=self._timeout)
+            return self._client
+
+    def _async_http(self) -> httpx.AsyncClient:
+        with self._lock:
+            if self._async_client is None:
+                self._async_client = httpx.AsyncClient(timeout=self._timeout)
+            return self._async_client
+
+    def close(self) -> None:
+        """Close the sync client this backend created (``aclose`` closes both)."""
+        with self._lock:
+            client, self._client = self._client, None
+        if client is not None and self._owns_client:
+            client.close()
+
+    async def aclose(self) -> None:
+        with self._lock:
+            client, self._async_client = self._async_client, None
+        if client is not None and self._owns_async_client:
+            await client.aclose()
+        self.close()
+
+    # ------------------------------------------------------------------ sending with retries
+
+    def _request(self, client: httpx.Client | httpx.AsyncClient, method: str, path: str, body):
+        return client.build_request(
+            method, self.base_url + path, json=body, headers=self._headers(), timeout=self._timeout
+        )
+
+    def _wait_before_retry(
+        self, attempt: int, error: CoreError, cause: BaseException | None, hint: float | None
+    ) -> float:
+        """Seconds to wait before attempt ``attempt + 2``; raises ``error`` when it is not
+        worth retrying or no retry is left."""
+        if attempt >= self.max_retries or not retryable(error):
+            raise error from cause
+        return retry_delay(attempt, hint)
+
+    def _send(
+        self, method: str, path: str, body: Any = None, stream: bool = False
+    ) -> httpx.Response:
+        client = self._sync_client()
+        request = self._request(client, method, path, body)
+        attempt = 0
+        while True:
+            try:
+                response = client.send(request, stream=stream)
+            except httpx.TransportError as exc:
+                wait = self._wait_before_retry(attempt, transport_error(exc), exc, None)
+            else:
+                if response.is_success:
+                    return response
+                if stream:
+                    response.read()
+                response.close()
+                error, hint = status_error(response), retry_after(response.headers)
+                wait = self._wait_before_retry(attempt, error, None, hint)
+            time.sleep(wait)
+            attempt += 1
+
+    async def _asend(
+        self, method: str, path: str, body: Any = None, stream: bool = False
+    ) -> httpx.Response:
+        client = self._async_http()
+        request = self._request(client, method, path, body)
+        attempt = 0
+        while True:
+            try:
+                response = await client.send(request, stream=stream)
+            except httpx.TransportError as exc:
+                wait = self._wait_before_retry(attempt, transport_error(exc), exc, None)
+            else:
+                if response.is_success:
+                    return response
+                if stream:
+                    await response.aread()
+                await response.aclose()
+                error, hint = status_error(response), retry_after(response.headers)
+                wait = self._wait_before_retry(attempt, error, None, hint)
+            await asyncio.sleep(wait)
+            attempt += 1
+
+    # ------------------------------------------------------------------ the interface
+
+    def chat(self, request: ChatRequestLike) -> ChatCompletion:
+        response = self._send("POST", "/chat/completions", _body(request, stream=False))
+        return _parse(response, ChatCompletion)
+
+    def stream_chat(self, request: ChatRequestLike) -> ChatStream:
+        """Open the stream now (4xx errors raise here), then iterate its chunks."""
+        response = self._send("POST", "/chat/completions", _body(request, stream=True), stream=True)
+        return chunk_stream(response)
+
+    def embed(self, request: EmbeddingRequestLike) -> EmbeddingList:
+        return _parse(self._send("POST", "/embeddings", _body(request)), EmbeddingList)
+
+    def models(self) -> ModelList:
+        return _parse(self._send("GET", "/models"), ModelList)
+
+    async def achat(self, request: ChatRequestLike) -> ChatCompletion:
+        response = await self._asend("POST", "/chat/completions", _body(request, stream=False))
+        return _parse(response, ChatCompletion)
+
+    async def astream_chat(self, request: ChatRequestLike) -> AsyncChatStream:
+        response = await self._asend(
+            "POST", "/chat/completions", _body(request, stream=True), stream=True
+        )
+        return async_chunk_stream(response)
+
+    async def aembed(self, request: EmbeddingRequestLike) -> EmbeddingList:
+        return _parse(await self._asend("POST", "/embeddings", _body(request)), EmbeddingList)

@@ -1,0 +1,62 @@
+"""One ``llama_batch`` reused for every evaluation of a llama.cpp context (the ctypes side).
+
+An evaluation is a list of (sequence, token, position, wants logits) entries: a prompt chunk
+of one sequence, or one new token of each running sequence.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+class NativeDecodeError(RuntimeError):
+    """llama.cpp could not evaluate a batch."""
+
+
+class NativeBatch:
+    """A batch of up to ``capacity`` entries for ``ctx``, and the logits it produced.
+
+    Args:
+        native: the llama.cpp API (the ``llama_cpp`` module; tests pass a stand-in).
+        ctx: the llama.cpp context the batch is evaluated in.
+        capacity: the most entries one evaluation holds.
+        n_vocab: the width of a row of logits.
+    """
+
+    def __init__(self, native, ctx, capacity: int, n_vocab: int) -> None:
+        self._native = native
+        self._ctx = ctx
+        self._n_vocab = n_vocab
+        self._batch = native.llama_batch_init(capacity, 0, 1)
+
+    def decode(self, entries: list[tuple[int, int, int, bool]], wants_logits: bool) -> None:
+        """One ``llama_decode`` of (sequence, token, position, logits?) entries.
+
+        A prompt chunk asks for the logits of its last entry only (``wants_logits``).
+
+        Raises:
+            NativeDecodeError: llama.cpp refused the batch.
+        """
+        batch = self._batch
+        batch.n_tokens = len(entries)
+        for i, (seq_id, token, position, logits) in enumerate(entries):
+            batch.token[i] = token
+            batch.pos[i] = position
+            batch.n_seq_id[i] = 1
+            batch.seq_id[i][0] = seq_id
+            batch.logits[i] = logits
+        if wants_logits:
+            batch.logits[len(entries) - 1] = True
+        status = self._native.llama_decode(self._ctx, batch)
+        if status != 0:
+            raise NativeDecodeError(f"llama.cpp could not evaluate the batch (status {status})")
+
+    def logits(self, row: int) -> np.ndarray:
+        """The last evaluation's logits for its ``row``-th entry that asked for them (a view
+        into llama.cpp's buffer, valid until the next evaluation)."""
+        return np.ctypeslib.as_array(
+            self._native.llama_get_logits_ith(self._ctx, row), shape=(self._n_vocab,)
+        )
+
+    def free(self) -> None:
+        self._native.llama_batch_free(self._batch)

@@ -1,0 +1,398 @@
+"""Continuous batching on one llama.cpp context: every running generation advances in one call.
+
+On a CPU, decoding one token reads every weight of the model; decoding four tokens of four
+conversations in the same call reads them once. A single thread (the runner) owns the llama.cpp
+context and loops: admit waiting requests into free sequence slots, evaluate one prompt chunk,
+then advance every running generation by one token in one batched ``llama_decode``, and hand
+each new token to its request's queue. A lone request runs exactly as it would alone.
+
+Prompts are evaluated in chunks of ``PREFILL_CHUNK`` tokens at positions that are multiples of
+it, each chunk in a call of its own. A chunk's numbers depend slightly on the shape of the call
+that computed it, so only whole aligned chunks are reused by a later prompt that starts with the
+same tokens (the next turn of a conversation, a groundedness context with another claim), from
+its own slot's cache or shared with another slot's (llama.cpp's sequences share KV cells): a
+reused chunk is what a fresh evaluation of that chunk computed. Logits still depend slightly on
+what else the shared cache holds (probably because attention runs over the cache's used cells,
+where a prompt's cells lie changes the order of its sums, and the 4-bit kernels round
+activations to 8 bits, which can amplify such differences; turning flash attention off did not
+remove it; benchmarks/README.md has the measured size). Batching several conversations in one
+decode call has the same effect, as in every batching server. A fresh engine answers the same
+sequence of requests identically.
+
+The KV cache is shared by all slots (llama.cpp's unified cache). When it fills up, idle slots'
+cached prompts are dropped first; if running generations alone fill it, the one admitted last
+is set aside and later resumed by evaluating its prompt and the tokens it already produced
+(vLLM's recompute preemption), so no request fails for lack of cache.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from backend.engines.llamacpp_batch import NativeBatch
+
+logger = logging.getLogger(__name__)
+
+#: Prompt tokens evaluated per call, and the granularity at which cached prompts are reused:
+#: small enough that a shared prefix is reused to within this many tokens, large enough to
+#: keep prompt evaluation near full speed (benchmarks/README.md).
+PREFILL_CHUNK = 128
+#: Tokens a generation may run ahead of its reader before it pauses.
+MAX_UNREAD = 8
+_READER_POLL_SECONDS = 0.002
+
+_END = object()
+
+
+@dataclass(eq=False)
+class _Request:
+    """One generation (``budget`` > 0) or one scoring of the next token (``budget`` == 0)."""
+
+    prompt: list[int]
+    budget: int
+    #: Picks the next token from a row of logits (greedy, sampled, masked); generation only.
+    choose: Callable[[np.ndarray], int] | None
+    #: Turns the logits after the prompt into the scoring's result; scoring only.
+    score: Callable[[np.ndarray], object] | None
+    should_stop: Callable[[], bool]
+    end_ids: frozenset[int]
+    results: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    generated: list[int] = field(default_factory=list)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    order: int = 0
+    #: What is evaluated as a prompt when admitted: the prompt, and for a request resumed
+    #: after preemption the tokens it had produced (the next token follows the last of them).
+    evaluate: list[int] = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class _Slot:
+    """A llama.cpp sequence id, the tokens its KV cache holds, and the request using it."""
+
+    seq_id: int
+    cached: list[int] = field(default_factory=list)
+    #: Leading cached tokens computed in whole aligned prompt chunks: reusable by a new prompt.
+    reusable: int = 0
+    request: _Request | None = None
+    last_used: int = 0
+
+
+class BatchingRunner:
+    """Runs generations and scorings on one llama.cpp context, batching those that overlap.
+
+    Args:
+        ctx: a llama.cpp context created with ``n_seq_max`` >= ``slots`` and a unified KV
+            cache of ``kv_cells`` cells; only the runner's thread uses it.
+        n_vocab: the width of a row of logits.
+        slots: how many requests run at once; further requests wait.
+        kv_cells: the KV cache's size, shared by all slots.
+        native: the llama.cpp API (the ``llama_cpp`` module; tests pass a stand-in).
+    """
+
+    def __init__(self, ctx, n_vocab: int, slots: int, kv_cells: int, native=None) -> None:
+        if native is None:
+            import llama_cpp as native
+
+        self._native = native
+        self._ctx = ctx
+        self._memory = native.llama_get_memory(ctx)
+        self._kv_cells = kv_cells
+        self._slots = [_Slot(seq_id) for seq_id in range(slots)]
+        self._batch = NativeBatch(native, ctx, max(PREFILL_CHUNK, slots), n_vocab)
+        #: The most requests advanced by one decode call so far (how much batching happened).
+        self.largest_decode_batch = 0
+        #: Requests set aside so far because the KV cache was full.
+        self.preemptions = 0
+        self._waiting: deque[_Request] = deque()
+        self._wake = threading.Condition()
+        self._closed = False
+        self._counter = itertools.count(1)
+        self._thread = threading.Thread(target=self._loop, name="llama.cpp runner", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ callers' side
+
+    def generate(
+        self,
+        prompt: list[int],
+        budget: int,
+        choose: Callable[[np.ndarray], int],
+        should_stop: Callable[[], bool],
+        end_ids: frozenset[int],
+    ) -> Iterator[int]:
+        """Yield generated tokens as the runner produces them; closing cancels the request."""
+        request = _Request(prompt, budget, choose, None, should_stop, end_ids)
+        self._submit(request)
+        try:
+            while (item := request.results.get()) is not _END:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item  # type: ignore[misc]
+        finally:
+            request.cancelled.set()
+            self._notify()
+
+    def score(self, prompt: list[int], score: Callable[[np.ndarray], object]) -> object:
+        """``score(logits)`` of the position after the prompt."""
+        request = _Request(prompt, 0, None, score, lambda: False, frozenset())
+        self._submit(request)
+        try:
+            item = request.results.get()
+        finally:
+            request.cancelled.set()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join()
+        self._batch.free()
+
+    def _submit(self, request: _Request) -> None:
+        with self._wake:
+            if self._closed:
+                raise RuntimeError("the chat engine is closed")
+            request.order = next(self._counter)
+            self._waiting.append(request)
+            self._wake.notify()
+
+    def _notify(self) -> None:
+        with self._wake:
+            self._wake.notify()
+
+    # ------------------------------------------------------------------ the runner thread
+
+    def _loop(self) -> None:
+        prefill_turn = True
+        while True:
+            with self._wake:
+                while not self._closed and not self._waiting and not self._running():
+                    self._wake.wait()
+                if self._closed:
+                    break
+            try:
+                self._step(prefill_turn)
+            except BaseException as error:  # noqa: BLE001 - a bug here must not hang callers
+                logger.exception("the llama.cpp runner failed; failing its requests")
+                self._fail_everything(error)
+            prefill_turn = not prefill_turn
+        self._fail_everything(RuntimeError("the chat engine was closed"))
+
+    def _step(self, prefill_turn: bool) -> None:
+        self._drop_finished()
+        self._admit()
+        prefilling = [s for s in self._running() if self._needs_prefill(s)]
+        # A generation whose reader is MAX_UNREAD tokens behind waits for it (a slow client,
+        # or one that has stopped reading after a stop sequence) instead of running ahead.
+        decoding = [
+            s
+            for s in self._running()
+            if not self._needs_prefill(s) and s.request.results.qsize() < MAX_UNREAD
+        ]
+        # Alternate a prompt chunk and a decode step, so that a long prompt does not stall
+        # the streams already running, nor they it.
+        if prefilling and (prefill_turn or not decoding):
+            self._prefill_chunk(min(prefilling, key=lambda s: s.request.order))
+        elif decoding:
+            self._decode_step(decoding)
+        else:  # every running generation waits for its reader
+            with self._wake:
+                self._wake.wait(_READER_POLL_SECONDS)
+
+    def _fail_everything(self, error: BaseException) -> None:
+        for slot in self._running():
+            self._truncate(slot, 0)
+            self._finish(slot, error)
+        with self._wake:
+            waiting, self._waiting = list(self._waiting), deque()
+        for request in waiting:
+            request.results.put(error)
+
+    def _running(self) -> list[_Slot]:
+        return [slot for slot in self._slots if slot.request is not None]
+
+    def _needs_prefill(self, slot: _Slot) -> bool:
+        return len(slot.cached) < len(slot.request.evaluate)
+
+    def _drop_finished(self) -> None:
+        """Free the slots of requests whose callers stopped reading or asked to stop."""
+        for slot in self._running():
+            request = slot.request
+            if request.cancelled.is_set():
+                self._release(slot)
+            elif request.score is None and self._stop_asked(request):
+                self._finish(slot)
+
+    @staticmethod
+    def _stop_asked(request: _Request) -> bool:
+        try:
+            return request.should_stop()
+        except Exception:  # noqa: BLE001 - a broken callback ends its own request only
+            logger.exception("should_stop raised; ending the request")
+            return True
+
+    def _admit(self) -> None:
+        with self._wake:
+            while self._waiting and self._waiting[0].cancelled.is_set():
+                self._waiting.popleft()
+            if not self._waiting:
+                return
+            free = [slot for slot in self._slots if slot.request is None]
+            if not free:
+                return
+            request = self._waiting[0]
+            request.evaluate = request.prompt + request.generated
+            needed = len(request.evaluate) + 1
+            if self._cells_in_use(exclude=free) + needed > self._kv_cells and self._running():
+                return  # waits for a running request to finish (its cells to free)
+            self._waiting.popleft()
+        tokens = request.evaluate
+        # Each slot's reusable prefix, worked out once (truncating the chosen slot to its own
+        # prefix below changes none of them).
+        reusable = {s.seq_id: self._reusable_prefix(s, tokens) for s in self._slots}
+        slot = max(free, key=lambda s: (reusable[s.seq_id], -s.last_used))
+        keep = reusable[slot.seq_id]
+        self._truncate(slot, keep)
+        # Another slot may hold a longer prefix of this prompt (a groundedness context checked
+        # against another claim, a conversation's system prompt): share its cells.
+        donor = max(self._slots, key=lambda s: reusable[s.seq_id])
+        shared = reusable[donor.seq_id]
+        if shared > keep:
+            self._truncate(slot, 0)
+            self._native.llama_memory_seq_cp(self._memory, donor.seq_id, slot.seq_id, 0, shared)
+            slot.cached, slot.reusable = tokens[:shared], shared
+            keep = shared
+        # Make room: drop other idle slots' caches, least recently used first.
+        for idle in sorted(free, key=lambda s: s.last_used):
+            if self._cells_in_use() + needed - keep <= self._kv_cells:
+                break
+            if idle is not slot:
+                self._truncate(idle, 0)
+        slot.request = request
+        slot.last_used = request.order
+
+    def _cells_in_use(self, exclude: Sequence[_Slot] = ()) -> int:
+        return sum(len(slot.cached) for slot in self._slots if slot not in exclude)
+
+    @staticmethod
+    def _reusable_prefix(slot: _Slot, tokens: list[int]) -> int:
+        """Whole aligned chunks of ``slot``'s cache that ``tokens`` starts with, leaving at
+        least the last token to evaluate (its logits choose the next token)."""
+        shared = 0
+        for cached, token in zip(slot.cached[: slot.reusable], tokens, strict=False):
+            if cached != token:
+                break
+            shared += 1
+        return min(shared, len(tokens) - 1) // PREFILL_CHUNK * PREFILL_CHUNK
+
+    def _truncate(self, slot: _Slot, keep: int) -> None:
+        """Keep the first ``keep`` cached tokens of the slot; forget the rest (and anything a
+        failed evaluation may have left beyond them)."""
+        self._native.llama_memory_seq_rm(self._memory, slot.seq_id, keep, -1)
+        del slot.cached[keep:]
+        slot.reusable = min(slot.reusable, keep)
+
+    def _prefill_chunk(self, slot: _Slot) -> None:
+        request = slot.request
+        tokens = request.evaluate
+        start = len(slot.cached)
+        # Chunks end at multiples of PREFILL_CHUNK, so their shapes do not depend on the cache.
+        end = min(len(tokens), (start // PREFILL_CHUNK + 1) * PREFILL_CHUNK)
+        chunk = tokens[start:end]
+        self._make_room(len(chunk))
+        if slot.request is None:
+            return  # it was the one set aside
+        last = end == len(tokens)
+        try:
+            entries = [(slot.seq_id, token, start + i, False) for i, token in enumerate(chunk)]
+            self._batch.decode(entries, wants_logits=last)
+        except BaseException as error:  # noqa: BLE001 - handed to the request
+            self._truncate(slot, 0)
+            self._finish(slot, error)
+            return
+        slot.cached.extend(chunk)
+        if end % PREFILL_CHUNK == 0 and slot.reusable == start:
+            slot.reusable = end
+        if last:
+            self._after_evaluation(slot, row=len(chunk) - 1)
+
+    def _decode_step(self, slots: list[_Slot]) -> None:
+        self._make_room(len(slots))
+        slots = [slot for slot in slots if slot.request is not None]
+        if not slots:
+            return
+        entries = [
+            (slot.seq_id, slot.request.generated[-1], len(slot.cached), True) for slot in slots
+        ]
+        try:
+            self._batch.decode(entries, wants_logits=True)
+        except BaseException as error:  # noqa: BLE001 - handed to the requests
+            for slot in slots:
+                self._truncate(slot, 0)
+                self._finish(slot, error)
+            return
+        self.largest_decode_batch = max(self.largest_decode_batch, len(slots))
+        for row, slot in enumerate(slots):
+            slot.cached.append(slot.request.generated[-1])
+            self._after_evaluation(slot, row)
+
+    def _make_room(self, cells: int) -> None:
+        """Free ``cells`` KV cells: drop idle slots' caches (least recently used first), then
+        set aside the newest running requests while more than one runs."""
+        for idle in sorted(
+            (s for s in self._slots if s.request is None), key=lambda s: s.last_used
+        ):
+            if self._cells_in_use() + cells <= self._kv_cells:
+                return
+            self._truncate(idle, 0)
+        while self._cells_in_use() + cells > self._kv_cells and len(self._running()) > 1:
+            self._preempt(max(self._running(), key=lambda s: s.request.order))
+
+    def _preempt(self, slot: _Slot) -> None:
+        """Set a running request aside: its cache is dropped and it waits to be resumed."""
+        request = slot.request
+        logger.info("KV cache full: request %d set aside, to resume later", request.order)
+        self.preemptions += 1
+        self._truncate(slot, 0)
+        slot.request = None
+        with self._wake:
+            self._waiting.appendleft(request)
+
+    def _after_evaluation(self, slot: _Slot, row: int) -> None:
+        """The request's logits at ``row`` are ready: score, or choose and hand on a token."""
+        request = slot.request
+        logits = self._batch.logits(row)
+        try:
+            if request.score is not None:
+                request.results.put(request.score(logits))
+                self._release(slot)
+                return
+            if request.cancelled.is_set() or self._stop_asked(request):
+                self._finish(slot)
+                return
+            token = request.choose(logits)
+        except BaseException as error:  # noqa: BLE001 - handed to the request
+            self._finish(slot, error)
+            return
+        request.generated.append(token)
+        request.results.put(token)
+        if token in request.end_ids or len(request.generated) >= request.budget:
+            self._finish(slot)
+
+    def _finish(self, slot: _Slot, error: BaseException | None = None) -> None:
+        slot.request.results.put(error if error is not None else _END)
+        self._release(slot)
+
+    def _release(self, slot: _Slot) -> None:
+        slot.request = None

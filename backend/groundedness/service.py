@@ -1,0 +1,66 @@
+"""The groundedness check on local models: a validated request judged and given its verdict.
+
+``JudgeReader`` is the engine that reads the judge's prompts (the chat engine, or a faster
+copy of the model for prompt evaluation), with the lock held while it reads and the
+calibration key its readings need; the in-process backend chooses it in one place.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
+from dataclasses import dataclass
+
+from backend.chat.output import Finished, OutputEvent, TextDelta
+from backend.chat.responses import PreparedAnswer
+from backend.engines.base import ChatEngine
+from backend.groundedness.calibration import JudgeCalibration
+from backend.groundedness.judge import GroundednessJudge
+from backend.protocol.catalogue import ModelCard
+from backend.protocol.schemas import ChatCompletionRequest
+from backend.protocol.validation import check_groundedness_messages
+
+
+@dataclass(frozen=True)
+class JudgeReader:
+    """The engine that reads the judge's prompts."""
+
+    engine: ChatEngine
+    #: Held while the engine reads (the chat engine's own turn when it is the chat engine).
+    turn: Callable[[], AbstractContextManager]
+
+    @property
+    def kind(self) -> str:
+        """Which calibration its readings need: ``llama.cpp`` for quantized prompt evaluation,
+        else ``transformers`` (``backend.groundedness.calibration.CALIBRATIONS``)."""
+        return "llama.cpp" if self.engine.quantized_prompt_evaluation else "transformers"
+
+
+class GroundednessService:
+    """Answers groundedness checks: the judge reads the support, the calibration decides."""
+
+    def __init__(self, reader: JudgeReader, calibration: JudgeCalibration) -> None:
+        self.reader = reader
+        self.calibration = calibration
+        self.judge = GroundednessJudge(reader.engine, contrast=calibration.contrast)
+
+    def prepare(self, request: ChatCompletionRequest, card: ModelCard) -> PreparedAnswer:
+        """Check and judge ``request`` now: every prompt is read before the answer starts, so
+        its usage is known up front (the async paths call this from a worker thread). The
+        request's temperature is validated but changes nothing: the judge samples nothing.
+        """
+        context, response = check_groundedness_messages(request.messages)
+        with self.reader.turn():
+            assessment = self.judge.assess(context, response)
+        verdict = self.calibration.verdict(assessment.support)
+
+        def run(should_stop: Callable[[], bool]) -> Iterator[OutputEvent]:
+            yield TextDelta(verdict)
+            yield Finished("stop", 1)
+
+        return PreparedAnswer(
+            model=card.version,
+            prompt_tokens=assessment.prompt_tokens,
+            include_usage=request.include_usage,
+            run=run,
+        )

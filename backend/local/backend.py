@@ -1,0 +1,232 @@
+"""The in-process backend: the whole service running on local models (CPU, or GPU if any).
+
+It loads the engines on first use, and hands each validated request to the room that answers
+it: chat (``backend.chat.service``), the groundedness check (``backend.groundedness.service``,
+with the judge's reader chosen once, here) and embeddings (``backend.embeddings.service``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from typing import Any, Generic, TypeVar
+
+from backend.chat.responses import PreparedAnswer, complete, stream
+from backend.chat.service import ChatService
+from backend.embeddings.service import EmbeddingService
+from backend.engines.base import ChatEngine, EmbeddingEngine
+from backend.engines.selection import chat_engine_kind, judge_reads_with_copy
+from backend.groundedness.calibration import JudgeCalibration, calibration_for
+from backend.groundedness.service import GroundednessService, JudgeReader
+from backend.interface import (
+    AsyncChatStream,
+    Backend,
+    ChatRequestLike,
+    ChatStream,
+    EmbeddingRequestLike,
+)
+from backend.local.config import EngineConfig
+from backend.local.threads import iterate_in_thread
+from backend.protocol.catalogue import Operation, resolve_model
+from backend.protocol.schemas import (
+    ChatCompletion,
+    ChatCompletionRequest,
+    EmbeddingList,
+    EmbeddingRequest,
+)
+from backend.protocol.validation import parse_request
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+class _Lazy(Generic[T]):
+    """A value built on first use, once, whichever thread asks first."""
+
+    def __init__(self, build: Callable[[], T]) -> None:
+        self._build = build
+        self._value: T | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._value is not None
+
+    def get(self) -> T:
+        if self._value is None:
+            with self._lock:
+                if self._value is None:
+                    self._value = self._build()
+        return self._value
+
+
+class _LazyEngine(_Lazy[T]):
+    """An engine loaded on first use, and a lock that serialises its use.
+
+    Most engines are not thread-safe: concurrent callers take turns (``turn``). A
+    ``thread_safe`` engine (one that batches concurrent requests) is used without the lock.
+    """
+
+    def __init__(self, load: Callable[[], T]) -> None:
+        super().__init__(load)
+        self._use_lock = threading.Lock()
+
+    def turn(self) -> contextlib.AbstractContextManager:
+        """Held while using the engine: its lock, or nothing for a thread-safe engine."""
+        if getattr(self.get(), "thread_safe", False):
+            return contextlib.nullcontext()
+        return self._use_lock
+
+
+class InProcessBackend(Backend):
+    """Runs chat, groundedness and embeddings in this process.
+
+    Args:
+        config: which models to run (default: from the environment, see ``EngineConfig``).
+        chat_engine / embedding_engine: ready engines to use instead of loading the
+            configured ones (tests, or sharing one engine between backends); they belong to
+            the caller, who closes them.
+        **options: ``EngineConfig`` fields overriding the environment (``profile="small"``,
+            ``chat_model="Qwen/Qwen2.5-7B-Instruct"``, ``device="cuda"``...).
+    """
+
+    def __init__(
+        self,
+        config: EngineConfig | None = None,
+        *,
+        chat_engine: ChatEngine | None = None,
+        embedding_engine: EmbeddingEngine | None = None,
+        **options: Any,
+    ) -> None:
+        self.config = config or EngineConfig.from_env(**options)
+        self._chat = _LazyEngine(lambda: chat_engine or self._load_chat_engine())
+        self._judge_copy = _LazyEngine(self._load_judge_copy)
+        self._embedding = _LazyEngine(lambda: embedding_engine or self._load_embedding_engine())
+        #: The engines this backend loads, and so closes (injected ones are the caller's).
+        self._owned = [self._judge_copy]
+        self._owned += [self._chat] if chat_engine is None else []
+        self._owned += [self._embedding] if embedding_engine is None else []
+        self._chat_service = _Lazy(self._build_chat_service)
+        self._judge_reader = _Lazy(self._choose_judge_reader)
+        self._groundedness_service = _Lazy(self._build_groundedness_service)
+        self._embedding_service = _Lazy(self._build_embedding_service)
+
+    # ------------------------------------------------------------------ engines
+
+    def _load_chat_engine(self) -> ChatEngine:
+        from backend.engines.loader import load_chat_engine
+
+        config = self.config
+        kind = chat_engine_kind(config.chat_model, config.chat_engine, config.device)
+        return load_chat_engine(config.chat_model, kind, config.device, config.chat_dtype)
+
+    def _load_judge_copy(self) -> ChatEngine:
+        from backend.engines.loader import load_judge_copy
+
+        return load_judge_copy(self.config.chat_model, self.config.chat_dtype)
+
+    def _load_embedding_engine(self) -> EmbeddingEngine:
+        from backend.engines.loader import load_embedding_engine
+
+        config = self.config
+        return load_embedding_engine(config.embedding_model, config.device, config.embedding_dtype)
+
+    # ------------------------------------------------------------------ the services
+
+    def _build_chat_service(self) -> ChatService:
+        return ChatService(self._chat.get(), self._chat.turn, self.config.tool_call_check_below)
+
+    def _choose_judge_reader(self) -> JudgeReader:
+        """The one place that decides what reads the judge's prompts: the chat engine, or a
+        copy of the model that evaluates prompts faster
+        (``backend.engines.selection.judge_reads_with_copy``). The calibration, and the lock
+        held while reading, follow from the choice."""
+        config, chat = self.config, self._chat.get()
+        if judge_reads_with_copy(config.groundedness_engine, config.chat_model, chat):
+            return JudgeReader(self._judge_copy.get(), self._judge_copy.turn)
+        return JudgeReader(chat, self._chat.turn)
+
+    def _build_groundedness_service(self) -> GroundednessService:
+        config, reader = self.config, self._judge_reader.get()
+        calibration = calibration_for(
+            config.profile, reader.kind, config.grounded_at, config.not_grounded_below
+        )
+        return GroundednessService(reader, calibration)
+
+    def _build_embedding_service(self) -> EmbeddingService:
+        return EmbeddingService(self._embedding.get(), self.config.prefixes)
+
+    def judge_reader(self) -> JudgeReader:
+        """What reads the groundedness judge's prompts (loaded now)."""
+        return self._judge_reader.get()
+
+    def judge_calibration(self) -> JudgeCalibration:
+        """How the judge reads and decides: calibrated for the profile and the reader, with
+        the configured thresholds in place of the calibrated ones (loads the reader)."""
+        return self._groundedness_service.get().calibration
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def warmup(self) -> None:
+        """Load the models now instead of on the first request."""
+        for service in (self._chat_service, self._groundedness_service, self._embedding_service):
+            service.get()
+
+    @property
+    def ready(self) -> bool:
+        return self._chat.loaded and self._embedding.loaded
+
+    def close(self) -> None:
+        """Free the models this backend loaded (the llama.cpp context and its runner thread);
+        engines passed in belong to the caller."""
+        owned, self._owned = self._owned, []  # closing twice frees nothing twice
+        for engine in owned:
+            if engine.loaded:
+                engine.get().close()
+
+    # ------------------------------------------------------------------ chat
+
+    def _prepare_chat(self, request: ChatRequestLike) -> PreparedAnswer:
+        req = parse_request(ChatCompletionRequest, request)
+        card = resolve_model(req.model, Operation.CHAT, Operation.GROUNDEDNESS)
+        if card.operation is Operation.GROUNDEDNESS:
+            return self._groundedness_service.get().prepare(req, card)
+        return self._chat_service.get().prepare(req, card)
+
+    def chat(self, request: ChatRequestLike) -> ChatCompletion:
+        return complete(self._prepare_chat(request))
+
+    def stream_chat(self, request: ChatRequestLike) -> ChatStream:
+        return ChatStream(stream(self._prepare_chat(request)))
+
+    async def achat(self, request: ChatRequestLike) -> ChatCompletion:
+        return await asyncio.to_thread(self.chat, request)
+
+    async def astream_chat(self, request: ChatRequestLike) -> AsyncChatStream:
+        prepared = await asyncio.to_thread(self._prepare_chat, request)
+        stop = threading.Event()
+        return AsyncChatStream(iterate_in_thread(lambda: stream(prepared, stop.is_set), stop))
+
+    def tokenize(self, text: str) -> list[int]:
+        """The chat model's token ids for ``text`` (loads the chat model)."""
+        tokenizer = self._chat_service.get().engine.tokenizer
+        return list(tokenizer.encode(text, add_special_tokens=False))  # type: ignore[attr-defined]
+
+    def count_prompt_tokens(self, request: ChatRequestLike) -> int:
+        """The prompt tokens a chat request is charged, rendered as ``chat`` renders it."""
+        req = parse_request(ChatCompletionRequest, request)
+        return len(self._chat_service.get().render(req).ids)
+
+    # ------------------------------------------------------------------ embeddings
+
+    def embed(self, request: EmbeddingRequestLike) -> EmbeddingList:
+        req = parse_request(EmbeddingRequest, request)
+        card = resolve_model(req.model, Operation.EMBEDDINGS)
+        return self._embedding_service.get().embed(req, card)
+
+    async def aembed(self, request: EmbeddingRequestLike) -> EmbeddingList:
+        return await asyncio.to_thread(self.embed, request)

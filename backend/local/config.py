@@ -1,0 +1,102 @@
+"""Which models the in-process engine runs, from arguments or the environment.
+
+Environment variables (arguments to ``connect`` / ``EngineConfig.from_env`` win):
+
+* ``CORE_MODEL_PROFILE``: ``default`` (Qwen2.5-Coder-1.5B-Instruct) or ``small``
+  (Qwen2.5-Coder-0.5B-Instruct, for tests and small machines).
+* ``CORE_CHAT_MODEL``: a Hugging Face model id or local folder replacing the profile's chat
+  model (it also judges groundedness).
+* ``CORE_EMBEDDING_MODEL``: a Hugging Face id or folder replacing multilingual-e5-small.
+* ``CORE_QUERY_PREFIX`` / ``CORE_PASSAGE_PREFIX``: prefixes for the query and passage models
+  (default ``query: `` / ``passage: ``, as e5 expects).
+* ``CORE_DEVICE``: ``cpu``, ``cuda``, ``cuda:1``...; default: the GPU when there is one.
+* ``CORE_CHAT_ENGINE``: ``auto`` (default), ``llama.cpp`` or ``transformers``. ``auto`` runs the
+  embedded GGUF models (and any ``.gguf`` file) with llama.cpp on a CPU, when llama-cpp-python
+  is installed, and everything else (Hugging Face models, GPUs) with transformers.
+* ``CORE_CHAT_THREADS``: CPU threads of the llama.cpp engine (default: all cores).
+* ``CORE_CHAT_PARALLEL``: chat requests the llama.cpp engine decodes together (default 8).
+* ``CORE_GROUNDEDNESS_ENGINE``: ``auto`` (default), ``chat`` or ``transformers``: what reads the
+  groundedness judge's prompts. ``auto`` picks a bf16 transformers copy of the chat model when
+  the chat model runs on llama.cpp on a CPU with AMX, which evaluates prompts several times
+  faster there (the judge only evaluates prompts); otherwise the chat engine itself
+  (``backend.engines.selection``).
+* ``CORE_CHAT_DTYPE`` / ``CORE_EMBEDDING_DTYPE``: ``float32``, ``bfloat16``, ``float16`` or
+  ``auto`` (default: bf16 where the hardware computes in it, else float32).
+* ``CORE_CACHE_DIR``: where converted weights are kept (see ``backend.engines.weights.cache``).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from backend.chat.tool_need import TOOL_NEED_THRESHOLDS
+from backend.embeddings.windows import EmbeddingPrefixes
+from backend.engines.selection import CHAT_ENGINES, JUDGE_READERS
+
+PROFILE_CHAT_MODELS = {
+    "default": "qwen2.5-coder-1.5b-instruct",
+    "small": "qwen2.5-coder-0.5b-instruct",
+}
+DEFAULT_EMBEDDING_MODEL = "multilingual-e5-small"
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    profile: str = "default"
+    chat_model: str = PROFILE_CHAT_MODELS["default"]
+    embedding_model: str = DEFAULT_EMBEDDING_MODEL
+    device: str | None = None
+    chat_engine: str = "auto"
+    groundedness_engine: str = "auto"
+    chat_dtype: str | None = None
+    embedding_dtype: str | None = None
+    prefixes: EmbeddingPrefixes = field(default_factory=EmbeddingPrefixes)
+    #: Support at or above which a response is grounded, and below which it is not
+    #: (``backend.groundedness.calibration``); in between the verdict is notSure. None: the
+    #: thresholds calibrated for the profile and the reader actually loaded.
+    grounded_at: float | None = None
+    not_grounded_below: float | None = None
+    #: See ``backend.chat.tool_need``; set from the profile by ``from_env``.
+    tool_call_check_below: float | None = None
+
+    def __post_init__(self) -> None:
+        if self.chat_engine not in CHAT_ENGINES:
+            raise ValueError(
+                f"unknown chat engine {self.chat_engine!r}; use one of: {', '.join(CHAT_ENGINES)}"
+            )
+        if self.groundedness_engine not in JUDGE_READERS:
+            raise ValueError(
+                f"unknown groundedness engine {self.groundedness_engine!r}; use one of: "
+                f"{', '.join(JUDGE_READERS)}"
+            )
+
+    @classmethod
+    def from_env(cls, **overrides: Any) -> EngineConfig:
+        """Settings from the environment, then ``overrides`` (None values are ignored)."""
+        env = os.environ
+        profile = overrides.pop("profile", None) or env.get("CORE_MODEL_PROFILE") or "default"
+        if profile not in PROFILE_CHAT_MODELS:
+            raise ValueError(
+                f"unknown model profile {profile!r}; use one of: {', '.join(PROFILE_CHAT_MODELS)}"
+            )
+        config = cls(
+            profile=profile,
+            chat_model=env.get("CORE_CHAT_MODEL") or PROFILE_CHAT_MODELS[profile],
+            tool_call_check_below=TOOL_NEED_THRESHOLDS[profile],
+            embedding_model=env.get("CORE_EMBEDDING_MODEL") or DEFAULT_EMBEDDING_MODEL,
+            device=env.get("CORE_DEVICE") or None,
+            chat_engine=env.get("CORE_CHAT_ENGINE") or "auto",
+            groundedness_engine=env.get("CORE_GROUNDEDNESS_ENGINE") or "auto",
+            chat_dtype=env.get("CORE_CHAT_DTYPE") or None,
+            embedding_dtype=env.get("CORE_EMBEDDING_DTYPE") or None,
+            prefixes=EmbeddingPrefixes(
+                query=env.get("CORE_QUERY_PREFIX", "query: "),
+                passage=env.get("CORE_PASSAGE_PREFIX", "passage: "),
+            ),
+        )
+        unknown = set(overrides) - set(cls.__dataclass_fields__)
+        if unknown:
+            raise TypeError(f"unknown engine options: {', '.join(sorted(unknown))}")
+        return replace(config, **{k: v for k, v in overrides.items() if v is not None})

@@ -1,0 +1,56 @@
+"""Running blocking model work off the event loop.
+
+The async methods of the in-process backend must never block the loop: each call runs in a
+worker thread, and a stream is produced by a thread and consumed through an asyncio queue.
+Cancelling the consumer (a client that went away) sets the stop flag the producer polls
+before each token, so generation ends within one decoding step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable, Generator
+from typing import TypeVar
+
+T = TypeVar("T")
+
+_DONE = object()
+
+
+async def iterate_in_thread(
+    make_iterator: Callable[[], Generator[T, None, None]], stop: threading.Event
+) -> AsyncIterator[T]:
+    """Drive ``make_iterator()`` in a worker thread and yield its items here.
+
+    ``stop`` is set when the consumer stops early, so the generator (which should poll it)
+    can end; the generator is closed in its own thread either way.
+    """
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[object] = asyncio.Queue()
+
+    def produce() -> None:
+        iterator = make_iterator()
+        try:
+            for item in iterator:
+                loop.call_soon_threadsafe(queue.put_nowait, item)
+                if stop.is_set():
+                    break
+        except BaseException as exc:  # noqa: BLE001 - handed to the consumer, which re-raises
+            loop.call_soon_threadsafe(queue.put_nowait, exc)
+        finally:
+            iterator.close()
+            loop.call_soon_threadsafe(queue.put_nowait, _DONE)
+
+    worker = loop.run_in_executor(None, produce)
+    try:
+        while True:
+            item = await queue.get()
+            if item is _DONE:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            yield item  # type: ignore[misc]
+    finally:
+        stop.set()
+        await asyncio.shield(worker) if not worker.done() else None

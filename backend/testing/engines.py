@@ -1,0 +1,148 @@
+"""Engines that run no model: a character-level tokenizer, scripted chat engines and a
+letter-counting embedding engine.
+
+They let everything above the engines (validation, tool calls, streaming, the server, the
+adapters) be tested in milliseconds, offline; behaviour on real models is tested separately.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Generator, Sequence
+
+import numpy as np
+
+from backend.engines.base import ChatEngine, EmbeddingEngine, SamplingParams
+
+EOS = 0
+
+
+class CharTokenizer:
+    """One token per character (id = code point); id 0 is the end of turn."""
+
+    chat_template = "plain"
+    eos_token_id = EOS
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        return [ord(c) for c in text]
+
+    def decode(self, ids: Sequence[int], skip_special_tokens: bool = True) -> str:
+        return "".join(chr(i) for i in ids if i != EOS)
+
+    def apply_chat_template(
+        self, conversation, tools=None, add_generation_prompt=True, tokenize=False
+    ):
+        lines = [f"{m['role']}: {m['content']}" for m in conversation]
+        if tools:
+            lines.insert(0, "tools: " + ",".join(t["function"]["name"] for t in tools))
+        return "\n".join(lines) + "\nassistant: "
+
+
+class ScriptedChatEngine(ChatEngine):
+    """Answers every prompt with ``reply`` (then EOS), one character per token.
+
+    Args:
+        reply: the answer to every prompt.
+        context_length: the context it claims.
+        token_delay: seconds slept before each token (a slow model).
+    """
+
+    def __init__(
+        self, reply: str = "Hello there.", context_length: int = 4096, token_delay: float = 0.0
+    ) -> None:
+        self.tokenizer = CharTokenizer()
+        self.context_length = context_length
+        self.eos_token_ids = frozenset({EOS})
+        self.device = "cpu"
+        self.reply = reply
+        self.token_delay = token_delay
+        self.generated = 0
+        self.prompts: list[list[int]] = []
+
+    def reply_for(self, prompt: str) -> str:
+        return self.reply
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams,
+        should_stop: Callable[[], bool] = lambda: False,
+    ) -> Generator[int, None, None]:
+        self.prompts.append(list(prompt_ids))
+        reply = self.reply_for(self.tokenizer.decode(prompt_ids))
+        for i, token in enumerate([ord(c) for c in reply] + [EOS]):
+            if i >= params.max_new_tokens or should_stop():
+                return
+            if self.token_delay:
+                time.sleep(self.token_delay)
+            self.generated += 1
+            yield token
+
+    def next_token_logprobs(
+        self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]
+    ) -> list[float]:
+        # Says "yes" when the reply starts with "y", "no" otherwise, so tests script verdicts.
+        return _says(self.reply.startswith("y"), candidate_ids)
+
+
+class EchoChatEngine(ScriptedChatEngine):
+    """Answers from the request itself, so concurrent tests can check each answer is its own.
+
+    Replies ``echo: <last user message>``; judges a groundedness claim supported exactly when
+    the claim appears verbatim in its document. A user message containing ``OUT_OF_MEMORY``
+    makes generation raise ``MemoryError``, standing for a model that ran out of memory.
+    """
+
+    OUT_OF_MEMORY = "OUT_OF_MEMORY"
+
+    def __init__(self, token_delay: float = 0.0, context_length: int = 4096) -> None:
+        super().__init__("", context_length, token_delay)
+
+    @staticmethod
+    def reply_to(user_content: str) -> str:
+        return f"echo: {user_content}"
+
+    def reply_for(self, prompt: str) -> str:
+        last_user = prompt.rpartition("user: ")[2].removesuffix("\nassistant: ")
+        if self.OUT_OF_MEMORY in last_user:
+            raise MemoryError("out of memory while generating (fake)")
+        return self.reply_to(last_user)
+
+    def next_token_logprobs(
+        self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]
+    ) -> list[float]:
+        # the question asked last (worked examples may come before it)
+        prompt = self.tokenizer.decode(prompt_ids)
+        document, _, rest = prompt.rpartition("Document:\n")[2].partition("\n\nClaim: ")
+        claim, _, question = rest.partition("\n\n")
+        supported = bool(claim) and claim in document
+        # "yes" to the contrast question ("does the document contradict the claim?") is a no
+        says_yes = supported if question.startswith("Is the claim supported") else not supported
+        return _says(says_yes, candidate_ids)
+
+
+def _says(yes: bool, candidate_ids: Sequence[int]) -> list[float]:
+    """Log-probabilities that put (nearly) all mass on the first letter of "yes" or "no"."""
+    first = ord("y") if yes else ord("n")
+    return [0.0 if c == first else math.log(1e-3) for c in candidate_ids]
+
+
+class CharCountEmbeddingEngine(EmbeddingEngine):
+    """Vectors counting letters a-z, so similar texts point the same way."""
+
+    dimensions = 26
+    max_window_tokens = 16
+    device = "cpu"
+
+    def tokenize(self, texts: Sequence[str]) -> list[list[int]]:
+        return [[ord(c) for c in text] for text in texts]
+
+    def embed_windows(self, windows: Sequence[Sequence[int]]) -> np.ndarray:
+        out = np.zeros((len(windows), self.dimensions), dtype=np.float32)
+        for row, window in enumerate(windows):
+            for token in window:
+                if ord("a") <= token <= ord("z"):
+                    out[row, token - ord("a")] += 1
+            out[row] /= max(len(window) + 2, 1)
+        return out

@@ -1,0 +1,279 @@
+"""The llama.cpp batching runner's bookkeeping, offline, against a stand-in for llama.cpp.
+
+The stand-in keeps each sequence's KV cache as a list of (position, token) and refuses any
+evaluation at a position that does not follow the cache, so a wrong position, a forgotten
+removal or two requests crossing sequences fails loudly. Its "model" makes the next token a
+function of the whole sequence so far, so an answer computed on a wrong cache is also wrong.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import time
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from backend.engines.llamacpp_batch import NativeDecodeError
+from backend.engines.llamacpp_runner import MAX_UNREAD, PREFILL_CHUNK, BatchingRunner
+
+VOCAB = 97
+END = 0
+
+
+def next_token(tokens: list[int]) -> int:
+    """The stand-in model: a deterministic function of every token so far (never END)."""
+    return 1 + (sum((i + 1) * t for i, t in enumerate(tokens)) % (VOCAB - 1))
+
+
+def expected_answer(prompt: list[int], count: int) -> list[int]:
+    tokens, answer = list(prompt), []
+    for _ in range(count):
+        answer.append(next_token(tokens))
+        tokens.append(answer[-1])
+    return answer
+
+
+class FakeLlamaCpp:
+    """The few llama.cpp calls the runner makes, with a KV cache of ``cells`` cells."""
+
+    def __init__(self, cells: int, step_delay: float = 0.0) -> None:
+        self.cells = cells
+        self.step_delay = step_delay
+        self.kv: dict[int, list[tuple[int, int]]] = {}
+        self.batch_sizes: list[int] = []
+        self.fail_next = False
+        self._rows: list[np.ndarray] = []
+
+    def llama_get_memory(self, ctx):
+        return "memory"
+
+    def llama_batch_init(self, n_tokens, embd, n_seq_max):
+        return SimpleNamespace(
+            n_tokens=0,
+            token=[0] * n_tokens,
+            pos=[0] * n_tokens,
+            n_seq_id=[0] * n_tokens,
+            seq_id=[[0] for _ in range(n_tokens)],
+            logits=[False] * n_tokens,
+        )
+
+    def llama_batch_free(self, batch):
+        pass
+
+    def llama_memory_seq_rm(self, memory, seq_id, p0, p1):
+        assert p1 == -1
+        self.kv[seq_id] = [(p, t) for p, t in self.kv.get(seq_id, []) if p < p0]
+        return True
+
+    def llama_memory_seq_cp(self, memory, src, dst, p0, p1):
+        assert not self.kv.get(dst), "the runner empties a slot before sharing into it"
+        self.kv[dst] = [(p, t) for p, t in self.kv.get(src, []) if p0 <= p < p1]
+
+    def llama_decode(self, ctx, batch):
+        time.sleep(self.step_delay)
+        if self.fail_next:
+            self.fail_next = False
+            return -3
+        entries = [
+            (batch.seq_id[i][0], batch.token[i], batch.pos[i], batch.logits[i])
+            for i in range(batch.n_tokens)
+        ]
+        if sum(len(kv) for kv in self.kv.values()) + len(entries) > self.cells:
+            return 1  # no room in the cache
+        self._rows = []
+        for seq_id, token, position, wants_logits in entries:
+            cache = self.kv.setdefault(seq_id, [])
+            assert position == len(cache), f"seq {seq_id}: position {position}, cache {len(cache)}"
+            cache.append((position, token))
+            if wants_logits:
+                row = np.full(VOCAB, -10.0, dtype=np.float32)
+                row[next_token([t for _, t in cache])] = 10.0
+                self._rows.append(row)
+            else:
+                self._rows.append(None)
+        self.batch_sizes.append(len(entries))
+        return 0
+
+    def llama_get_logits_ith(self, ctx, row):
+        return self._rows[row].ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+
+
+def greedy(logits: np.ndarray) -> int:
+    return int(np.argmax(logits))
+
+
+@pytest.fixture
+def make_runner():
+    runners = []
+
+    def make(cells: int = 4096, slots: int = 4, step_delay: float = 0.0):
+        native = FakeLlamaCpp(cells, step_delay)
+        runner = BatchingRunner("ctx", VOCAB, slots=slots, kv_cells=cells, native=native)
+        runners.append(runner)
+        return runner, native
+
+    yield make
+    for runner in runners:
+        runner.close()
+
+
+def generate(runner, prompt, budget, should_stop=lambda: False):
+    return list(runner.generate(prompt, budget, greedy, should_stop, frozenset({END})))
+
+
+def test_a_lone_generation_follows_its_prompt(make_runner):
+    runner, native = make_runner()
+    prompt = list(range(1, 20))
+    assert generate(runner, prompt, 10) == expected_answer(prompt, 10)
+    # The prompt in one call, then one call per generated token but the last.
+    assert native.batch_sizes == [19] + [1] * 9
+
+
+def test_long_prompts_are_evaluated_in_aligned_chunks(make_runner):
+    runner, native = make_runner()
+    prompt = [5] * (2 * PREFILL_CHUNK + 7)
+    assert generate(runner, prompt, 3) == expected_answer(prompt, 3)
+    assert native.batch_sizes[:3] == [PREFILL_CHUNK, PREFILL_CHUNK, 7]
+
+
+def test_concurrent_generations_share_decode_calls_and_keep_their_own_answers(make_runner):
+    runner, native = make_runner(step_delay=0.002)
+    prompts = [[i + 1] * (10 + i) for i in range(4)]
+    answers: dict[int, list[int]] = {}
+
+    def run(i: int) -> None:
+        answers[i] = generate(runner, prompts[i], 40)
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    for i, prompt in enumerate(prompts):
+        assert answers[i] == expected_answer(prompt, 40)
+    assert runner.largest_decode_batch == 4
+    assert max(native.batch_sizes) >= 4
+
+
+def test_a_cached_prompt_prefix_is_reused_in_whole_chunks(make_runner):
+    runner, native = make_runner(slots=1)
+    shared = [3] * (PREFILL_CHUNK + 50)
+    generate(runner, shared + [1, 2], 2)
+    native.batch_sizes.clear()
+    second = shared + [9, 9, 9]
+    assert generate(runner, second, 2) == expected_answer(second, 2)
+    # The first whole chunk came from the cache; the rest was evaluated.
+    assert native.batch_sizes[0] == len(second) - PREFILL_CHUNK
+
+
+def test_a_prompt_prefix_cached_in_another_slot_is_shared(make_runner):
+    """A second prompt with the same long beginning, while the first still runs elsewhere."""
+    runner, native = make_runner(slots=2, step_delay=0.002)
+    shared = [4] * (2 * PREFILL_CHUNK + 10)
+    first = runner.generate(shared + [1], 50, greedy, lambda: False, frozenset({END}))
+    next(first)  # the first prompt is evaluated and its slot keeps generating
+    native.batch_sizes.clear()
+    second = shared + [2, 2]
+    assert generate(runner, second, 3) == expected_answer(second, 3)
+    # Only what follows the two shared chunks was evaluated for the second prompt.
+    assert len(second) - 2 * PREFILL_CHUNK in native.batch_sizes
+    assert max(native.batch_sizes) < PREFILL_CHUNK
+    assert list(first) == expected_answer(shared + [1], 50)[1:]
+
+
+def test_closing_the_iterator_frees_the_place(make_runner):
+    runner, _ = make_runner(slots=1, step_delay=0.001)
+    tokens = runner.generate([1, 2, 3], 10_000, greedy, lambda: False, frozenset({END}))
+    assert next(tokens) == expected_answer([1, 2, 3], 1)[0]
+    tokens.close()
+    # The only slot is free again: another request runs to its end.
+    assert generate(runner, [4, 5], 5) == expected_answer([4, 5], 5)
+
+
+def test_should_stop_ends_a_generation_between_steps(make_runner):
+    runner, _ = make_runner()
+    produced = []
+
+    def stop() -> bool:
+        return len(produced) >= 3
+
+    for token in runner.generate([1, 2], 100, greedy, stop, frozenset({END})):
+        produced.append(token)
+    assert 3 <= len(produced) <= 3 + MAX_UNREAD  # the runner may run ahead of the reader
+
+
+@pytest.mark.parametrize(
+    ("cells", "lengths", "budgets"),
+    [
+        (300, (100, 100), (90, 90)),  # both decoding when the cache fills
+        (800, (50, 430), (400, 300)),  # a prompt of several chunks, resumed in chunks
+    ],
+)
+def test_a_full_cache_sets_the_newest_request_aside_and_resumes_it(
+    make_runner, cells, lengths, budgets
+):
+    """Two generations that cannot both fit: both finish, each with its own right answer.
+
+    The first one's reader waits until the second has started (the first pauses, MAX_UNREAD
+    tokens ahead), so the two overlap whatever the machine's speed.
+    """
+    runner, native = make_runner(cells=cells, slots=2, step_delay=0.002)
+    prompts = [[i + 1] * length for i, length in enumerate(lengths)]
+    first = runner.generate(prompts[0], budgets[0], greedy, lambda: False, frozenset({END}))
+    answers = {0: [next(first)]}
+    second = threading.Thread(
+        target=lambda: answers.update({1: generate(runner, prompts[1], budgets[1])})
+    )
+    second.start()
+    time.sleep(0.05)
+    answers[0] += list(first)
+    second.join()
+    for i, prompt in enumerate(prompts):
+        assert answers[i] == expected_answer(prompt, budgets[i])
+    assert runner.preemptions >= 1
+    assert sum(len(kv) for kv in native.kv.values()) <= cells
+
+
+def test_a_generation_waits_for_a_reader_that_falls_behind(make_runner):
+    runner, native = make_runner()
+    tokens = runner.generate([1, 2, 3], 500, greedy, lambda: False, frozenset({END}))
+    next(tokens)
+    time.sleep(0.2)  # the reader stops; generation must not run on to the budget
+    assert len(native.batch_sizes) <= MAX_UNREAD + 2
+    assert list(tokens) == expected_answer([1, 2, 3], 500)[1:]
+
+
+def test_scoring_gives_the_logits_after_the_prompt(make_runner):
+    runner, _ = make_runner()
+    prompt = [7, 8, 9]
+    assert runner.score(prompt, lambda logits: int(np.argmax(logits))) == next_token(prompt)
+
+
+def test_a_failed_evaluation_fails_its_requests_only(make_runner):
+    runner, native = make_runner()
+    native.fail_next = True
+    with pytest.raises(NativeDecodeError):
+        generate(runner, [1, 2, 3], 5)
+    assert generate(runner, [1, 2, 3], 5) == expected_answer([1, 2, 3], 5)
+
+
+def test_a_failing_chooser_fails_its_own_request(make_runner):
+    runner, _ = make_runner()
+
+    def broken(logits):
+        raise ValueError("mask error")
+
+    with pytest.raises(ValueError, match="mask error"):
+        list(runner.generate([1, 2], 5, broken, lambda: False, frozenset({END})))
+    assert generate(runner, [1, 2], 3) == expected_answer([1, 2], 3)
+
+
+def test_closing_the_runner_fails_waiting_requests():
+    native = FakeLlamaCpp(4096)
+    runner = BatchingRunner("ctx", VOCAB, slots=1, kv_cells=4096, native=native)
+    runner.close()
+    with pytest.raises(RuntimeError, match="closed"):
+        generate(runner, [1], 1)

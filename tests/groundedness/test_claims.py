@@ -1,0 +1,75 @@
+"""Cutting a groundedness check into claims and chunks, and finding the chunks that hold a
+claim's evidence, offline (no models)."""
+
+import pytest
+
+from backend.groundedness.claims import (
+    chunk_context,
+    rank_chunks,
+    split_claims,
+    split_sentences,
+    terms,
+)
+
+
+@pytest.mark.parametrize(
+    ("text", "sentences"),
+    [
+        (
+            "The tower is 330 m tall. It opened in 1889!",
+            ["The tower is 330 m tall.", "It opened in 1889!"],
+        ),
+        (
+            "Revenue was 3.5 million. Dr. Tanaka led it.",
+            ["Revenue was 3.5 million.", "Dr. Tanaka led it."],
+        ),
+        ('He said "stop." Then he left.', ['He said "stop."', "Then he left."]),
+        (
+            "직원은 18명이다. 내년에 공장을 열 계획이에요. 정말요?",
+            ["직원은 18명이다.", "내년에 공장을 열 계획이에요.", "정말요?"],
+        ),
+        (
+            "席数は24席である。うどんもある！本当？",
+            ["席数は24席である。", "うどんもある！", "本当？"],
+        ),
+        ("First line\nSecond line", ["First line", "Second line"]),
+    ],
+)
+def test_sentences(text, sentences):
+    assert split_sentences(text) == sentences
+
+
+def test_short_fragments_join_a_neighbour():
+    assert split_claims("Yes. The answer is 42. OK.", 8) == ["Yes. The answer is 42. OK."]
+
+
+def test_claims_are_capped_by_merging_neighbours():
+    claims = split_claims("Alpha is one. Beta is two. Gamma is three. Delta is four.", 2)
+    assert claims == ["Alpha is one. Beta is two.", "Gamma is three. Delta is four."]
+
+
+def test_chunks_follow_paragraphs_within_the_budget():
+    paragraphs = [f"Paragraph {i} " + "word " * 20 for i in range(6)]
+    text = "\n\n".join(p.strip() for p in paragraphs)
+    chunks = chunk_context(text, 60, lambda s: len(s.split()))
+    assert len(chunks) == 3
+    assert "\n\n".join(chunks) == text
+    assert chunk_context("short text", 60, lambda s: len(s.split())) == ["short text"]
+
+
+def test_a_long_paragraph_is_cut_between_sentences():
+    paragraph = " ".join(f"Sentence {i} has five words." for i in range(10))
+    chunks = chunk_context(paragraph, 12, lambda s: len(s.split()))
+    assert len(chunks) == 5 and all(len(c.split()) <= 12 for c in chunks)
+
+
+def test_terms_use_character_pairs_for_cjk():
+    assert {"서울", "울은"} <= terms("서울은 크다")
+    assert {"富士", "士山"} <= terms("富士山")
+    assert "seoul" in terms("Seoul!")
+
+
+def test_rank_chunks_prefers_rare_shared_terms():
+    chunks = ["The river Danube flows east.", "The cat sleeps.", "Danube barges carry grain."]
+    assert rank_chunks("Barges on the Danube carry grain", chunks)[0] == 2
+    assert rank_chunks("nothing in common", chunks) == [0, 1, 2]
