@@ -158,11 +158,12 @@ class Backend(abc.ABC):
 
     def count_prompt_tokens(self, request: ChatRequestLike) -> int:
         """The prompt tokens a chat request would be charged: its messages and tools rendered
-        exactly as the model reads them.
+        exactly as the model reads them. The rules that span messages are not checked, so a
+        part of a conversation (one being trimmed to fit) can be counted too.
 
         Raises:
             NotImplementedError: the chat model's tokenizer is not in this process.
-            BadRequestError: the request is invalid.
+            BadRequestError: the body does not fit the request schema.
         """
         raise NotImplementedError(f"{type(self).__name__} has no local chat tokenizer")
 

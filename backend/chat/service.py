@@ -44,12 +44,8 @@ class ChatService:
         self._tool_need_below = tool_need_below
 
     def render(self, request: ChatCompletionRequest) -> RenderedPrompt:
-        """The request's prompt as the engine will read it.
-
-        Raises:
-            BadRequestError: the request breaks a rule of spec 2.2 / 4.1.
-        """
-        check_chat_request(request)
+        """The request's prompt as the engine will read it (also for a part of a
+        conversation that could not be sent alone, such as one a client is trimming)."""
         return render_prompt(
             self.engine.tokenizer,
             request.messages,
@@ -59,8 +55,13 @@ class ChatService:
         )
 
     def prepare(self, request: ChatCompletionRequest, card: ModelCard) -> PreparedAnswer:
-        """Check and render ``request`` now (errors raise here); run it when read."""
+        """Check and render ``request`` now (errors raise here); run it when read.
+
+        Raises:
+            BadRequestError: the request breaks a rule of spec 2.2 / 4.1.
+        """
         engine = self.engine
+        check_chat_request(request)
         rendered = self.render(request)
         max_new = check_context_budget(
             len(rendered.ids),

@@ -7,6 +7,7 @@ import pytest
 
 from backend.chat.output import Finished, OutputProcessor, TextDelta, ToolCallsFound
 from backend.local import InProcessBackend
+from backend.protocol.errors import BadRequestError
 from backend.testing import EOS, CharCountEmbeddingEngine, CharTokenizer, ScriptedChatEngine
 from tests.server.helpers import SlowChatEngine
 
@@ -249,3 +250,19 @@ def test_closing_a_stream_stops_the_generation():
     assert engine.finished.is_set()  # the engine's generation was closed with the stream
     assert engine.generated < 2000
     assert list(stream) == []  # a closed stream yields nothing more
+
+
+def test_a_conversation_being_trimmed_can_be_counted_though_not_sent():
+    service = _service("x")
+    trimmed = {
+        "model": "core-1-mini-chat",
+        "messages": [
+            {"role": "tool", "tool_call_id": "call_a", "content": "12"},  # its call was cut
+            {"role": "user", "content": "hi"},
+        ],
+    }
+    with pytest.raises(BadRequestError, match="no earlier assistant message called"):
+        service.chat(trimmed)
+    whole = {**trimmed, "messages": trimmed["messages"][1:]}
+    assert service.count_prompt_tokens(trimmed) > service.count_prompt_tokens(whole)
+    assert service.count_prompt_tokens(whole) == service.chat(whole).usage.prompt_tokens
