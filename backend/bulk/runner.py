@@ -133,12 +133,10 @@ class BulkRunner:
             half = len(batch) // 2
             first = self._embed_batch(batch[:half], model, keys, bar)
             return first | self._embed_batch(batch[half:], model, keys, bar)
-        data = sorted(result.data, key=lambda item: item.index)
-        if len(data) != len(batch):
-            raise ValueError(f"the service returned {len(data)} embeddings for {len(batch)} texts")
+        vectors = result.float_vectors(len(batch))
         values = {
-            keys[text]: np.asarray(item.embedding, dtype="<f4").tobytes()
-            for text, item in zip(batch, data, strict=True)
+            keys[text]: np.asarray(vector, dtype="<f4").tobytes()
+            for text, vector in zip(batch, vectors, strict=True)
         }
         self.store.put_many(values)
         bar.update(len(batch))

@@ -12,11 +12,25 @@ import functools
 import json
 import re
 import unicodedata
+from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-if TYPE_CHECKING:
-    from backend.engines.weights.embedded_e5 import E5Vocabulary
+import numpy as np
+
+
+@dataclass(frozen=True)
+class E5Vocabulary:
+    """The SentencePiece-Unigram vocabulary and the normalisation map of the file."""
+
+    pieces: list[str]
+    scores: np.ndarray
+    bos_id: int
+    eos_id: int
+    pad_id: int
+    unk_id: int
+    #: codepoint -> replacement text, applied to each input codepoint on its own.
+    normalization: dict[int, str]
+
 
 _MODEL_MAX_LENGTH = 512
 _MASK = "<mask>"
@@ -44,8 +58,6 @@ def _check_normalization_map(normalization: dict[int, str]) -> None:
     string, each between NULs: NUL is a starter that composes with nothing, so no codepoint's
     result leaks into its neighbour's, and no codepoint maps to NUL.
     """
-    from backend.engines.weights.embedded_e5 import EmbeddedE5Error
-
     codepoints = [
         cp
         for cp in range(1, 0x110000)
@@ -54,14 +66,14 @@ def _check_normalization_map(normalization: dict[int, str]) -> None:
     joined = "\0".join(map(chr, codepoints))
     results = _normalizer().normalize_str(joined).split("\0")
     if len(results) != len(codepoints):
-        raise EmbeddedE5Error("a normalised codepoint produced or swallowed a NUL")
+        raise ValueError("a normalised codepoint produced or swallowed a NUL")
     mismatches = []
     for codepoint, result in zip(codepoints, results, strict=True):
         expected = _SPACE_RUN.sub(" ", normalization.get(codepoint, chr(codepoint)))
         if result != expected:
             mismatches.append(f"U+{codepoint:04X}")
     if mismatches:
-        raise EmbeddedE5Error(
+        raise ValueError(
             f"the file's normalisation map differs from NFKC plus the known exceptions at "
             f"{len(mismatches)} codepoints: {', '.join(mismatches[:10])}"
         )

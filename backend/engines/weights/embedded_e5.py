@@ -32,7 +32,7 @@ import numpy as np
 from tqdm.auto import tqdm
 
 from backend.engines.weights.cache import ensure_converted
-from backend.engines.weights.e5_tokenizer import write_tokenizer
+from backend.engines.weights.e5_tokenizer import E5Vocabulary, write_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -67,20 +67,6 @@ class E5Header:
     type_vocab: int
     layer_norm_eps: float
     block: int
-
-
-@dataclass(frozen=True)
-class E5Vocabulary:
-    """The SentencePiece-Unigram vocabulary and the normalisation map of the file."""
-
-    pieces: list[str]
-    scores: np.ndarray
-    bos_id: int
-    eos_id: int
-    pad_id: int
-    unk_id: int
-    #: codepoint -> replacement text, applied to each input codepoint on its own.
-    normalization: dict[int, str]
 
 
 @dataclass(frozen=True)
@@ -210,7 +196,10 @@ def convert_e5(dest: Path, source: Path | None = None) -> None:
     dest.mkdir(parents=True, exist_ok=True)
     _write_config(e5.header, e5.vocabulary, dest)
     _write_weights(e5, dest)
-    write_tokenizer(e5.vocabulary, dest)
+    try:
+        write_tokenizer(e5.vocabulary, dest)
+    except ValueError as error:
+        raise EmbeddedE5Error(f"the e5 tokenizer cannot be rebuilt: {error}") from error
     logger.info(
         "%s: converted into %s in %.1f s", EMBEDDED_E5_NAME, dest, time.perf_counter() - started
     )
