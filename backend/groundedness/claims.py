@@ -121,11 +121,13 @@ def rank_chunks(claim: str, chunks: Sequence[str]) -> list[int]:
     """Chunk indices, the likeliest holders of the claim's evidence first.
 
     Scores are the summed inverse chunk frequency of the claim's terms found in a chunk;
-    ties keep document order.
+    ties keep document order. The sums are exact (``math.fsum``): summed in set order, which
+    Python's per-process string hashing changes, equal scores could differ in their last bit
+    and break a tie differently in every process.
     """
     chunk_terms = [terms(chunk) for chunk in chunks]
     frequency = Counter(t for found in chunk_terms for t in found)
     weight = {t: math.log(1 + len(chunks) / n) for t, n in frequency.items()}
     wanted = terms(claim)
-    scores = [sum(weight[t] for t in wanted & found) for found in chunk_terms]
+    scores = [math.fsum(weight[t] for t in wanted & found) for found in chunk_terms]
     return sorted(range(len(chunks)), key=lambda i: (-scores[i], i))

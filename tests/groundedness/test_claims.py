@@ -1,6 +1,10 @@
 """Cutting a groundedness check into claims and chunks, and finding the chunks that hold a
 claim's evidence, offline (no models)."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from backend.groundedness.claims import (
@@ -73,3 +77,27 @@ def test_rank_chunks_prefers_rare_shared_terms():
     chunks = ["The river Danube flows east.", "The cat sleeps.", "Danube barges carry grain."]
     assert rank_chunks("Barges on the Danube carry grain", chunks)[0] == 2
     assert rank_chunks("nothing in common", chunks) == [0, 1, 2]
+
+
+TIE = """
+from backend.groundedness.claims import rank_chunks
+left, right = ["ka", "kb", "kc", "kd", "ke"], ["ra", "rb", "rc", "rd", "re"]
+chunks = [" ".join(left), " ".join(right)]
+chunks += [" ".join(left[extra:] + right[extra:]) for extra in range(1, 5)]
+print(rank_chunks(" ".join(left + right), chunks)[:2])
+"""
+
+
+@pytest.mark.parametrize("seed", ["0", "10", "13"])
+def test_equal_scores_rank_the_same_in_every_process(seed):
+    """Chunks 0 and 1 match terms of the same frequencies: equal scores, so document order
+    decides, whatever order Python's per-process string hashing gives the term sets (these
+    seeds broke the tie the other way when scores were summed in set order)."""
+    ran = subprocess.run(
+        [sys.executable, "-c", TIE],
+        env={**os.environ, "PYTHONHASHSEED": seed},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert ran.stdout.strip() == "[2, 0]"
