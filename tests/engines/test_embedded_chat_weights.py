@@ -49,9 +49,8 @@ def transformers_engine():
 @pytest.fixture(scope="session")
 def llamacpp_engine():
     from backend.engines.loader import load_chat_engine
-    from backend.local.config import EngineConfig
 
-    return load_chat_engine(EngineConfig(chat_model=SMALL.name, chat_engine="llama.cpp"))
+    return load_chat_engine(SMALL.name, "llama.cpp")
 
 
 @pytest.fixture(scope="session", params=ENGINES)
@@ -257,8 +256,8 @@ def test_a_constrained_call_matches_its_schema(small_engine):
     import json
 
     import jsonschema
-    from backend.tool_call_constraint import CALL_PREFILL, ToolCallConstraint
 
+    from backend.chat.tool_calls import call_constraint, call_prefill
     from backend.protocol.schemas import ToolDefinition
 
     parameters = {
@@ -280,8 +279,8 @@ def test_a_constrained_call_matches_its_schema(small_engine):
         add_generation_prompt=True,
         tokenize=False,
     )
-    prompt = tokenizer.encode(text + CALL_PREFILL, add_special_tokens=False)
-    constraint = ToolCallConstraint.for_tools([tool])
+    prompt = tokenizer.encode(text + call_prefill(None, constrained=True), add_special_tokens=False)
+    constraint = call_constraint([tool])
     tokens = list(
         small_engine.generate(prompt, SamplingParams(max_new_tokens=80), constraint=constraint)
     )
@@ -293,8 +292,7 @@ def test_a_constrained_call_matches_its_schema(small_engine):
 
 def test_a_schema_xgrammar_cannot_compile_leaves_the_call_unconstrained(small_engine):
     """A lookbehind in a pattern is valid JSON Schema but beyond xgrammar: no failure."""
-    from backend.tool_call_constraint import CALL_PREFILL, ToolCallConstraint
-
+    from backend.chat.tool_calls import call_constraint, call_prefill
     from backend.protocol.schemas import ToolDefinition
 
     parameters = {
@@ -305,9 +303,9 @@ def test_a_schema_xgrammar_cannot_compile_leaves_the_call_unconstrained(small_en
         {"type": "function", "function": {"name": "lookup", "parameters": parameters}}
     )
     prompt = _chat_ids(small_engine, "Look up code ab.") + small_engine.tokenizer.encode(
-        CALL_PREFILL, add_special_tokens=False
+        call_prefill(None, constrained=True), add_special_tokens=False
     )
-    constraint = ToolCallConstraint.for_tools([tool])
+    constraint = call_constraint([tool])
     tokens = list(
         small_engine.generate(prompt, SamplingParams(max_new_tokens=8), constraint=constraint)
     )
