@@ -71,7 +71,7 @@ def connect(base_url: str | None = None, api_key: str | None = None, **options: 
         **options: for HTTP, client options (``timeout``, ``max_retries``...); in-process,
             ``EngineConfig`` fields (``profile="small"``, ``chat_model=...``, ``device=...``).
     """
-    base_url = base_url or os.environ.get(BASE_URL_ENV) or None
+    base_url = base_url or _env_base_url()
     if base_url:
         from backend.client import HTTPBackend
 
@@ -96,9 +96,9 @@ def connect_shared(
 
     ``timeout`` and ``max_retries`` concern the HTTP client only: in-process there is no
     connection to time out or retry. Closing the result closes the client, or gives up the
-    handle (the shared models are freed with the last one).
+    handle (closing the last one frees the shared models).
     """
-    if base_url or os.environ.get(BASE_URL_ENV):
+    if base_url or _env_base_url():
         return connect(base_url, api_key, timeout=timeout, max_retries=max_retries)
     from backend.local.shared import shared_backend
 

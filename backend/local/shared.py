@@ -1,9 +1,10 @@
 """One in-process backend per engine settings, shared by the adapters of a process.
 
 The LangChain and LlamaIndex components built with the same settings use the same models
-instead of loading them again. Each holds its own handle: closing a handle (or dropping the
-adapter that holds it) gives up that reference only, and the models are freed when the last
-reference goes. Keep the adapters (or pass them ``backend=``) to keep the models loaded.
+instead of loading them again. Each holds its own handle: closing a handle gives up that
+reference only, and closing the last one frees the models. A handle dropped unclosed gives up
+its reference too, but leaves the models loaded for the next adapter: building adapters where
+they are used (``ChatCore().invoke(...)`` in a function) must not reload the models each time.
 """
 
 from __future__ import annotations
@@ -23,8 +24,8 @@ class SharedBackend(BackendProxy):
     def __init__(self, inner: InProcessBackend, owner: SharedBackends, config: EngineConfig):
         super().__init__(inner)
         self._owner, self._config = owner, config
-        # A handle that is collected unclosed gives up its reference then, on a thread of its
-        # own: the collector may run on a thread that the models' own work runs on.
+        # A handle collected unclosed gives up its reference then, on a thread of its own:
+        # the collector may run while this thread holds the owner's lock.
         self._collected = weakref.finalize(self, owner.release_soon, config)
         self._collected.atexit = False
 
@@ -57,13 +58,15 @@ class SharedBackends:
         return SharedBackend(inner, self, config)
 
     def release_soon(self, config: EngineConfig) -> None:
-        threading.Thread(target=self.release, args=(config,), daemon=True).start()
+        """Give up the reference of a handle dropped unclosed: the models stay loaded."""
+        threading.Thread(target=self.release, args=(config, False), daemon=True).start()
 
-    def release(self, config: EngineConfig) -> None:
-        """Give up one reference to the backend for ``config``; close it with the last."""
+    def release(self, config: EngineConfig, free_last: bool = True) -> None:
+        """Give up one reference to the backend for ``config``; with the last, close it
+        (``free_last``) or keep it loaded for the next handle."""
         with self._lock:
             inner, count = self._entries[config]
-            if count > 1:
+            if count > 1 or not free_last:
                 self._entries[config] = (inner, count - 1)
                 return
             del self._entries[config]

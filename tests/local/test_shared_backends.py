@@ -84,3 +84,21 @@ def test_adapters_hold_their_own_handles(monkeypatch):
         .float_vectors()[0]
     )
     assert isinstance(handles[1].inner._embedding.get(), CharCountEmbeddingEngine)
+
+
+def test_models_stay_loaded_when_the_last_handle_is_dropped_unclosed(shared):
+    # Adapters built where they are used (``ChatCore().invoke(...)`` in a function) are
+    # dropped at once: the next one must find the models loaded, not load them again.
+    config = EngineConfig.from_env(profile="small")
+    dropped = shared.acquire(config)
+    inner = dropped.inner
+    del dropped
+    gc.collect()
+    deadline = time.monotonic() + 5
+    while shared.holders(config) != 0 and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert shared.holders(config) == 0 and not inner.closed
+    again = shared.acquire(config)
+    assert again.inner is inner
+    again.close()  # an explicit close of the last handle frees the models
+    assert inner.closed and shared.holders(config) == 0
