@@ -5,8 +5,9 @@ PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 PIP := $(PY) -m pip
-# What `make install` puts in the venv: the engine, the server, both adapters, notebooks, tests.
-EXTRAS ?= local,server,langchain,llamaindex,notebooks,dev
+# What `make install` puts in the venv: the engine, the server, both adapters, Ray, notebooks,
+# tests.
+EXTRAS ?= local,server,langchain,llamaindex,ray,notebooks,dev
 HOST ?= 127.0.0.1
 PORT ?= 8000
 KEY_FILE ?= .core-api-keys
