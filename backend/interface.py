@@ -5,9 +5,11 @@ adapters sit on it."""
 from __future__ import annotations
 
 import abc
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from backend.groundedness.request import groundedness_request, read_verdict
 from backend.protocol.catalogue import model_list
 from backend.protocol.schemas import (
     ChatCompletion,
@@ -16,10 +18,21 @@ from backend.protocol.schemas import (
     EmbeddingList,
     EmbeddingRequest,
     ModelList,
+    Verdict,
 )
 
 ChatRequestLike = ChatCompletionRequest | Mapping[str, Any]
 EmbeddingRequestLike = EmbeddingRequest | Mapping[str, Any]
+
+
+@dataclass(frozen=True)
+class GroundednessResult:
+    """A groundedness check's verdict, and the judge's support where it is known."""
+
+    verdict: Verdict
+    #: The weakest claim's support in [0, 1] (``backend.groundedness.judge``); None where the
+    #: judge runs behind an API that answers with the verdict alone (a core-textmodels server).
+    support: float | None = None
 
 
 class ChatStream(Iterator[ChatCompletionChunk]):
@@ -141,6 +154,20 @@ class Backend(abc.ABC):
     @abc.abstractmethod
     async def aembed(self, request: EmbeddingRequestLike) -> EmbeddingList: ...
 
+    def check_groundedness(
+        self, context: str | Sequence[str], response: str, **fields: Any
+    ) -> GroundednessResult:
+        """Is ``response`` grounded in ``context`` (a text, or retrieved texts)? The verdict of
+        a check request (spec 4.2; ``fields`` are added to it), with the judge's support where
+        this backend runs the judge itself.
+
+        Raises:
+            BadRequestError: an empty context or response, or a bad field.
+        """
+        return GroundednessResult(
+            read_verdict(self.chat(groundedness_request(context, response, **fields)))
+        )
+
     def models(self) -> ModelList:
         """The model catalogue (spec 2.1) in OpenAI's list shape."""
         return model_list()
@@ -209,6 +236,11 @@ class BackendProxy(Backend):
 
     async def aembed(self, request: EmbeddingRequestLike) -> EmbeddingList:
         return await self.inner.aembed(request)
+
+    def check_groundedness(
+        self, context: str | Sequence[str], response: str, **fields: Any
+    ) -> GroundednessResult:
+        return self.inner.check_groundedness(context, response, **fields)
 
     def models(self) -> ModelList:
         return self.inner.models()

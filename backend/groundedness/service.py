@@ -15,9 +15,9 @@ from backend.chat.output import Finished, OutputEvent, TextDelta
 from backend.chat.responses import PreparedAnswer
 from backend.engines.base import ChatEngine
 from backend.groundedness.calibration import JudgeCalibration
-from backend.groundedness.judge import GroundednessJudge
+from backend.groundedness.judge import Assessment, GroundednessJudge
 from backend.protocol.catalogue import ModelCard
-from backend.protocol.schemas import ChatCompletionRequest
+from backend.protocol.schemas import ChatCompletionRequest, Verdict
 from backend.protocol.validation import check_groundedness_messages
 
 
@@ -44,15 +44,23 @@ class GroundednessService:
         self.calibration = calibration
         self.judge = GroundednessJudge(reader.engine, contrast=calibration.contrast)
 
+    def judge_request(self, request: ChatCompletionRequest) -> tuple[Verdict, Assessment]:
+        """The verdict on a check request, and the judge's assessment behind it.
+
+        Raises:
+            BadRequestError: the messages are not one context and one response (spec 4.2).
+        """
+        context, response = check_groundedness_messages(request.messages)
+        with self.reader.turn():
+            assessment = self.judge.assess(context, response)
+        return self.calibration.verdict(assessment.support), assessment
+
     def prepare(self, request: ChatCompletionRequest, card: ModelCard) -> PreparedAnswer:
         """Check and judge ``request`` now: every prompt is read before the answer starts, so
         its usage is known up front (the async paths call this from a worker thread). The
         request's temperature is validated but changes nothing: the judge samples nothing.
         """
-        context, response = check_groundedness_messages(request.messages)
-        with self.reader.turn():
-            assessment = self.judge.assess(context, response)
-        verdict = self.calibration.verdict(assessment.support)
+        verdict, assessment = self.judge_request(request)
 
         def run(should_stop: Callable[[], bool]) -> Iterator[OutputEvent]:
             yield TextDelta(verdict)

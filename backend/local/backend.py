@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, Generic, TypeVar
 
 from backend.chat.responses import PreparedAnswer, complete, stream
@@ -20,6 +20,7 @@ from backend.embeddings.service import EmbeddingService
 from backend.engines.base import ChatEngine, EmbeddingEngine
 from backend.engines.selection import chat_engine_kind, judge_reads_with_copy
 from backend.groundedness.calibration import JudgeCalibration, calibration_for
+from backend.groundedness.request import groundedness_request
 from backend.groundedness.service import GroundednessService, JudgeReader
 from backend.interface import (
     AsyncChatStream,
@@ -27,6 +28,7 @@ from backend.interface import (
     ChatRequestLike,
     ChatStream,
     EmbeddingRequestLike,
+    GroundednessResult,
 )
 from backend.local.config import EngineConfig
 from backend.local.threads import iterate_in_thread
@@ -199,6 +201,17 @@ class InProcessBackend(Backend):
 
     def chat(self, request: ChatRequestLike) -> ChatCompletion:
         return complete(self._prepare_chat(request))
+
+    def check_groundedness(
+        self, context: str | Sequence[str], response: str, **fields: Any
+    ) -> GroundednessResult:
+        """The verdict, with the judge's support (see ``Backend.check_groundedness``)."""
+        req = parse_request(
+            ChatCompletionRequest, groundedness_request(context, response, **fields)
+        )
+        resolve_model(req.model, Operation.GROUNDEDNESS)
+        verdict, assessment = self._groundedness_service.get().judge_request(req)
+        return GroundednessResult(verdict, assessment.support)
 
     def stream_chat(self, request: ChatRequestLike) -> ChatStream:
         return ChatStream(stream(self._prepare_chat(request)))
