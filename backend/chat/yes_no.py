@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Protocol, runtime_checkable
 
 from backend.engines.base import ChatEngine
 
@@ -21,6 +22,26 @@ NO_SPELLINGS = ("no", "No", " no", " No", "NO")
 def _first_token_ids(tokenizer: object, spellings: Sequence[str]) -> list[int]:
     encode = tokenizer.encode  # type: ignore[attr-defined]
     return sorted({encode(s, add_special_tokens=False)[0] for s in spellings})
+
+
+@runtime_checkable
+class YesNoReading(Protocol):
+    """What reads P(yes) of a model's answer to a conversation: a local engine
+    (``YesNoReader``) or an engine behind an OpenAI-compatible API, from its ``top_logprobs``
+    (``backend.remote_engine.judge_reading``)."""
+
+    def read(self, conversation: list[dict[str, str]]) -> tuple[float, int]:
+        """P(yes) of the answer to ``conversation``, and the prompt tokens read for it."""
+        ...
+
+    def count_tokens(self, text: str) -> int:
+        """Tokens of ``text`` alone, as the model counts them (for sizing context chunks)."""
+        ...
+
+
+def yes_no_share(yes: float, no: float) -> float:
+    """P(yes) renormalised over yes and no (0.5 when neither is likely at all)."""
+    return yes / (yes + no) if yes + no > 0 else 0.5
 
 
 class YesNoReader:
@@ -46,4 +67,12 @@ class YesNoReader:
         logprobs = self.engine.next_token_logprobs(prompt_ids, self._yes + self._no)
         yes = sum(math.exp(lp) for lp in logprobs[: len(self._yes)])
         no = sum(math.exp(lp) for lp in logprobs[len(self._yes) :])
-        return yes / (yes + no) if yes + no > 0 else 0.5
+        return yes_no_share(yes, no)
+
+    def read(self, conversation: list[dict[str, str]]) -> tuple[float, int]:
+        ids = self.prompt_ids(conversation)
+        return self.probability(ids), len(ids)
+
+    def count_tokens(self, text: str) -> int:
+        tokenizer = self.engine.tokenizer
+        return len(tokenizer.encode(text, add_special_tokens=False))  # type: ignore[attr-defined]

@@ -7,29 +7,25 @@
 Requests go out as given (pydantic models as ``model_dump(exclude_none=True)``): the server
 validates, so its 400 messages are the single source. Failures raise the same typed errors as
 the in-process backend (``backend.protocol.errors``). Failed attempts are retried
-``max_retries`` times (``backend.client.retries``); a stream is never retried once its
+``max_retries`` times (``backend.client.transport``); a stream is never retried once its
 response has begun (``backend.client.streams``).
 """
 
 from __future__ import annotations
 
-import asyncio
-import threading
-import time
 from collections.abc import Mapping
 from typing import Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from backend.client.retries import (
-    retry_after,
-    retry_delay,
-    retryable,
-    status_error,
-    transport_error,
-)
 from backend.client.streams import async_chunk_stream, chunk_stream
+from backend.client.transport import (
+    DEFAULT_CONNECT_TIMEOUT,
+    DEFAULT_MAX_RETRIES,
+    DEFAULT_TIMEOUT,
+    RetryingTransport,
+)
 from backend.interface import (
     AsyncChatStream,
     Backend,
@@ -37,15 +33,11 @@ from backend.interface import (
     ChatStream,
     EmbeddingRequestLike,
 )
-from backend.protocol.errors import CoreError, InternalServerError
+from backend.protocol.errors import InternalServerError
 from backend.protocol.schemas import ChatCompletion, EmbeddingList, ModelList
 
 API_PATH = "/v1/core"
-#: Seconds for each read, write and pool wait; and retries after the first attempt. The
-#: defaults of every client of the service (the adapters included).
-DEFAULT_TIMEOUT = 60.0
-DEFAULT_MAX_RETRIES = 2
-DEFAULT_CONNECT_TIMEOUT = 5.0
+__all__ = ["DEFAULT_MAX_RETRIES", "DEFAULT_TIMEOUT", "HTTPBackend", "normalise_base_url"]
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -105,114 +97,29 @@ class HTTPBackend(Backend):
         http_client: httpx.Client | None = None,
         async_http_client: httpx.AsyncClient | None = None,
     ) -> None:
-        if max_retries < 0:
-            raise ValueError(f"max_retries must not be negative, got {max_retries}")
-        self.base_url = normalise_base_url(base_url)
+        self._transport = RetryingTransport(
+            normalise_base_url(base_url),
+            api_key,
+            timeout,
+            connect_timeout,
+            max_retries,
+            http_client,
+            async_http_client,
+        )
+        self.base_url = self._transport.base_url
         self.max_retries = max_retries
-        self._api_key = api_key
-        self._timeout = httpx.Timeout(timeout, connect=connect_timeout)
-        self._client = http_client
-        self._async_client = async_http_client
-        self._owns_client = http_client is None
-        self._owns_async_client = async_http_client is None
-        self._lock = threading.Lock()
+        self._send = self._transport.send
+        self._asend = self._transport.asend
 
     def __repr__(self) -> str:  # never shows the key
         return f"HTTPBackend(base_url={self.base_url!r}, max_retries={self.max_retries})"
 
-    # ------------------------------------------------------------------ clients
-
-    def _headers(self) -> dict[str, str]:
-        headers = {"Accept": "application/json", "User-Agent": "core-textmodels-python"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        return headers
-
-    def _sync_client(self) -> httpx.Client:
-        with self._lock:
-            if self._client is None:
-                self._client = httpx.Client(timeout=self._timeout)
-            return self._client
-
-    def _async_http(self) -> httpx.AsyncClient:
-        with self._lock:
-            if self._async_client is None:
-                self._async_client = httpx.AsyncClient(timeout=self._timeout)
-            return self._async_client
-
     def close(self) -> None:
         """Close the sync client this backend created (``aclose`` closes both)."""
-        with self._lock:
-            client, self._client = self._client, None
-        if client is not None and self._owns_client:
-            client.close()
+        self._transport.close()
 
     async def aclose(self) -> None:
-        with self._lock:
-            client, self._async_client = self._async_client, None
-        if client is not None and self._owns_async_client:
-            await client.aclose()
-        self.close()
-
-    # ------------------------------------------------------------------ sending with retries
-
-    def _request(self, client: httpx.Client | httpx.AsyncClient, method: str, path: str, body):
-        return client.build_request(
-            method, self.base_url + path, json=body, headers=self._headers(), timeout=self._timeout
-        )
-
-    def _wait_before_retry(
-        self, attempt: int, error: CoreError, cause: BaseException | None, hint: float | None
-    ) -> float:
-        """Seconds to wait before attempt ``attempt + 2``; raises ``error`` when it is not
-        worth retrying or no retry is left."""
-        if attempt >= self.max_retries or not retryable(error):
-            raise error from cause
-        return retry_delay(attempt, hint)
-
-    def _send(
-        self, method: str, path: str, body: Any = None, stream: bool = False
-    ) -> httpx.Response:
-        client = self._sync_client()
-        request = self._request(client, method, path, body)
-        attempt = 0
-        while True:
-            try:
-                response = client.send(request, stream=stream)
-            except httpx.TransportError as exc:
-                wait = self._wait_before_retry(attempt, transport_error(exc), exc, None)
-            else:
-                if response.is_success:
-                    return response
-                if stream:
-                    response.read()
-                response.close()
-                error, hint = status_error(response), retry_after(response.headers)
-                wait = self._wait_before_retry(attempt, error, None, hint)
-            time.sleep(wait)
-            attempt += 1
-
-    async def _asend(
-        self, method: str, path: str, body: Any = None, stream: bool = False
-    ) -> httpx.Response:
-        client = self._async_http()
-        request = self._request(client, method, path, body)
-        attempt = 0
-        while True:
-            try:
-                response = await client.send(request, stream=stream)
-            except httpx.TransportError as exc:
-                wait = self._wait_before_retry(attempt, transport_error(exc), exc, None)
-            else:
-                if response.is_success:
-                    return response
-                if stream:
-                    await response.aread()
-                await response.aclose()
-                error, hint = status_error(response), retry_after(response.headers)
-                wait = self._wait_before_retry(attempt, error, None, hint)
-            await asyncio.sleep(wait)
-            attempt += 1
+        await self._transport.aclose()
 
     # ------------------------------------------------------------------ the interface
 

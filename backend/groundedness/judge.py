@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from backend.chat.yes_no import YesNoReader
+from backend.chat.yes_no import YesNoReader, YesNoReading
 from backend.engines.base import ChatEngine
 from backend.groundedness.claims import chunk_context, rank_chunks, split_claims
 
@@ -122,7 +122,8 @@ class GroundednessJudge:
     """Reads the support of (context, response) pairs with a chat engine.
 
     Args:
-        engine: the chat model that reads the prompts.
+        reader: the chat engine that reads the prompts, or a ``YesNoReading`` (an engine
+            behind an API).
         contrast: also ask the contrast question (``CONTRAST``). Part of each calibration:
             thresholds hold only for the questions they were fitted on.
         chunk_tokens: largest context chunk shown to the model at once.
@@ -132,7 +133,7 @@ class GroundednessJudge:
 
     def __init__(
         self,
-        engine: ChatEngine,
+        reader: ChatEngine | YesNoReading,
         *,
         contrast: bool,
         chunk_tokens: int = 400,
@@ -144,26 +145,21 @@ class GroundednessJudge:
         self._chunk_tokens = chunk_tokens
         self._chunks_per_claim = chunks_per_claim
         self._max_claims = max_claims
-        self._reader = YesNoReader(engine)
+        self._reader = reader if isinstance(reader, YesNoReading) else YesNoReader(reader)
         questions = (SUPPORT, CONTRAST) if contrast else (SUPPORT,)
         #: What comes before the pair in each reading of each question.
         self._leads = [(question, reading_leads(question)) for question in questions]
 
-    def _count_tokens(self, text: str) -> int:
-        tokenizer = self._reader.engine.tokenizer
-        return len(tokenizer.encode(text, add_special_tokens=False))  # type: ignore[attr-defined]
-
-    def _readings(self, document: str, claim: str) -> list[tuple[list[int], bool]]:
+    def _readings(
+        self, document: str, claim: str
+    ) -> list[tuple[list[dict[str, str]], bool]]:
         """The prompts of one (chunk, claim) pair, each with whether its "yes" speaks for
         the claim: every question asked alone and after the worked examples. The claim comes
         last, so readings of other claims against the same chunk share the prompt's
         beginning (a chunk's text is evaluated once per question, where the engine reuses
         cached prefixes)."""
         return [
-            (
-                self._reader.prompt_ids([*lead, asked(question, document, claim)]),
-                question.yes_supports,
-            )
+            ([*lead, asked(question, document, claim)], question.yes_supports)
             for question, leads in self._leads
             for lead in leads
         ]
@@ -172,15 +168,16 @@ class GroundednessJudge:
         """The claim's support by this chunk (the mean over the readings of P(yes) where
         "yes" speaks for the claim, P(no) where it speaks against), and the tokens read."""
         readings = self._readings(document, claim)
-        total = 0.0
-        for ids, yes_supports in readings:
-            p_yes = self._reader.probability(ids)
+        total, tokens = 0.0, 0
+        for conversation, yes_supports in readings:
+            p_yes, read = self._reader.read(conversation)
             total += p_yes if yes_supports else 1.0 - p_yes
-        return total / len(readings), sum(len(ids) for ids, _ in readings)
+            tokens += read
+        return total / len(readings), tokens
 
     def assess(self, context: str, response: str) -> Assessment:
         """The response's support by the context, and the prompt tokens read for it."""
-        chunks = chunk_context(context, self._chunk_tokens, self._count_tokens)
+        chunks = chunk_context(context, self._chunk_tokens, self._reader.count_tokens)
         prompt_tokens = 0
         claims: list[tuple[str, float]] = []
         for claim in split_claims(response, self._max_claims):

@@ -7,12 +7,14 @@ calibration key its readings need; the in-process backend chooses it in one plac
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 
 from backend.chat.output import Finished, OutputEvent, TextDelta
 from backend.chat.responses import PreparedAnswer
+from backend.chat.yes_no import YesNoReading
 from backend.engines.base import ChatEngine
 from backend.groundedness.calibration import JudgeCalibration
 from backend.groundedness.judge import Assessment, GroundednessJudge
@@ -23,16 +25,20 @@ from backend.protocol.validation import check_groundedness_messages
 
 @dataclass(frozen=True)
 class JudgeReader:
-    """The engine that reads the judge's prompts."""
+    """The engine that reads the judge's prompts: a local chat engine, or a ``YesNoReading``
+    of an engine behind an API."""
 
-    engine: ChatEngine
+    engine: ChatEngine | YesNoReading
     #: Held while the engine reads (the chat engine's own turn when it is the chat engine).
-    turn: Callable[[], AbstractContextManager]
+    turn: Callable[[], AbstractContextManager] = contextlib.nullcontext
 
     @property
     def kind(self) -> str:
         """Which calibration its readings need: ``llama.cpp`` for quantized prompt evaluation,
-        else ``transformers`` (``backend.groundedness.calibration.CALIBRATIONS``)."""
+        ``transformers`` for other local engines (``calibration.CALIBRATIONS``), ``engine``
+        behind an API (calibrated for the model it serves, or not at all)."""
+        if isinstance(self.engine, YesNoReading):
+            return "engine"
         return "llama.cpp" if self.engine.quantized_prompt_evaluation else "transformers"
 
 

@@ -10,7 +10,8 @@ import time
 import httpx
 import pytest
 
-from backend.client.http import HTTPBackend, normalise_base_url, retry_delay
+from backend.client.http import HTTPBackend, normalise_base_url
+from backend.client.retries import retry_delay
 from backend.protocol.errors import (
     APIConnectionError,
     APITimeoutError,
@@ -272,10 +273,10 @@ def test_base_url_needs_a_scheme_and_retries_are_not_negative():
 
 def test_clients_are_created_lazily_and_closed():
     service = HTTPBackend("http://127.0.0.1:9")
-    assert service._client is None
-    client = service._sync_client()
+    assert service._transport._client is None
+    client = service._transport._sync_client()
     service.close()
-    assert client.is_closed and service._client is None
+    assert client.is_closed and service._transport._client is None
 
 
 def test_unreachable_server_is_a_connection_error():
