@@ -4,10 +4,12 @@
 >>> from backend.server import ServerSettings, create_app
 >>> app = create_app(InProcessBackend(profile="small"), ServerSettings(api_keys=("k",)))
 
-The app loads the models in the background at startup (``/health`` reports ``ready``), serves
+The app loads the models in the background at startup (``/ready`` answers 200 once they are
+loaded, 503 before and while draining; ``/health`` is liveness), serves
 ``/v1/core/chat/completions``, ``/v1/core/embeddings`` and ``/v1/core/models`` behind bearer
-keys, and ``/health``, ``/metrics`` and ``/openapi.json`` without. The caller owns the backend
-and closes it after the app has shut down.
+keys, and ``/health``, ``/ready``, ``/metrics`` and ``/openapi.json`` without. Every response
+names the replica that served it in ``x-served-by``. The caller owns the backend and closes it
+after the app has shut down.
 """
 
 from __future__ import annotations
@@ -122,5 +124,10 @@ def create_app(backend: Backend, settings: ServerSettings | None = None) -> Fast
     app.add_middleware(BodyLimitMiddleware, max_body_bytes=settings.max_body_bytes)
     auth = None if settings.no_auth else BearerAuth(settings.api_keys)
     app.add_middleware(AuthMiddleware, auth=auth)
-    app.add_middleware(RequestContextMiddleware, metrics=context.metrics, route_label=route_label)
+    app.add_middleware(
+        RequestContextMiddleware,
+        metrics=context.metrics,
+        route_label=route_label,
+        served_by=settings.served_by,
+    )
     return app

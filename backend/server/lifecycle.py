@@ -2,7 +2,8 @@
 
 Models load in a background thread at startup, so ``/health`` answers at once (alive, not yet
 ready) and model requests get 503 with ``Retry-After`` until loading ends. On shutdown the
-server drains: new model requests get 503 while those in flight finish.
+server drains: new model requests get 503 while those in flight finish. ``check_accepting``
+is the one readiness rule: model requests, ``/ready`` and Ray Serve's health check all ask it.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ class Lifecycle:
         self._backend = backend
         self._retry_after = retry_after
         self._loaded = threading.Event()
+        self._settled = threading.Event()  # loading is over, loaded or failed
         self._draining = threading.Event()
         #: ``time.monotonic()`` when draining began: the drain timeout counts from there.
         self.drain_began: float | None = None
@@ -41,19 +43,30 @@ class Lifecycle:
         started = time.perf_counter()
         try:
             self._backend.warmup()
-        except Exception as exc:  # noqa: BLE001 - reported by /health and every model request
+        except Exception as exc:  # noqa: BLE001 - reported by /ready and every model request
             self.load_error = exc
             logger.exception("loading the models failed; model requests will get 503")
-            return
-        logger.info("models ready in %.1f s", time.perf_counter() - started)
-        self._loaded.set()
+        else:
+            logger.info("models ready in %.1f s", time.perf_counter() - started)
+            self._loaded.set()
+        finally:
+            self._settled.set()  # after _loaded: whoever waited for this sees the outcome
 
     def wait_loaded(self, timeout: float | None = None) -> bool:
         return self._loaded.wait(timeout)
 
+    def wait_settled(self, timeout: float | None = None) -> bool:
+        """Wait until loading is over, whether it succeeded or failed; False on timeout."""
+        return self._settled.wait(timeout)
+
     @property
     def ready(self) -> bool:
-        return self._loaded.is_set() and not self._draining.is_set()
+        """Whether ``check_accepting`` passes now (``/health`` reports it)."""
+        try:
+            self.check_accepting()
+        except ServiceUnavailableError:
+            return False
+        return True
 
     def begin_drain(self) -> None:
         if not self._draining.is_set():
@@ -62,7 +75,12 @@ class Lifecycle:
             self._draining.set()
 
     def check_accepting(self) -> None:
-        """Raise 503 unless model requests can be served now."""
+        """Return if model requests can be served now (the server is ready); else raise.
+
+        Raises:
+            ServiceUnavailableError: draining, loading, or loading failed (503, with the
+                ``Retry-After`` seconds of the settings).
+        """
         if self._draining.is_set():
             raise ServiceUnavailableError(
                 "the server is shutting down; retry on another instance or later",

@@ -1,8 +1,9 @@
 """Pure ASGI middleware, outermost first: request context, authentication, body limit.
 
 * ``RequestContextMiddleware`` gives each request an id (``x-request-id``, echoed in the
-  response), records request metrics, and turns anything that escapes the app into the error
-  object (500 without internals, logged under the request id).
+  response), names the replica that served it (``x-served-by``) on every response, records
+  request metrics, and turns anything that escapes the app into the error object (500
+  without internals, logged under the request id).
 * ``AuthMiddleware`` checks the bearer key on every ``/v1`` path before any routing or body
   reading (see ``backend.server.auth`` for the path rule).
 * ``BodyLimitMiddleware`` answers 413 for a declared ``Content-Length`` over the limit and
@@ -27,6 +28,7 @@ from backend.server.errors import error_response, logger, to_core_error
 from backend.server.metrics import ServerMetrics
 
 REQUEST_ID_HEADER = "x-request-id"
+SERVED_BY_HEADER = "x-served-by"
 _CLIENT_REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
 _METHOD_LABELS = frozenset({"GET", "HEAD", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"})
 
@@ -44,11 +46,16 @@ async def _reject(error: CoreError, scope: Scope, receive: Receive, send: Send) 
 
 class RequestContextMiddleware:
     def __init__(
-        self, app: ASGIApp, metrics: ServerMetrics, route_label: Callable[[Scope], str]
+        self,
+        app: ASGIApp,
+        metrics: ServerMetrics,
+        route_label: Callable[[Scope], str],
+        served_by: str,
     ) -> None:
         self.app = app
         self.metrics = metrics
         self.route_label = route_label
+        self.served_by = served_by.encode("ascii")
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -64,8 +71,10 @@ class RequestContextMiddleware:
             nonlocal status, response_started
             if message["type"] == "http.response.start":
                 status, response_started = message["status"], True
-                headers = [h for h in message.get("headers", ()) if h[0].lower() != b"x-request-id"]
+                ours = (REQUEST_ID_HEADER.encode(), SERVED_BY_HEADER.encode())
+                headers = [h for h in message.get("headers", ()) if h[0].lower() not in ours]
                 headers.append((REQUEST_ID_HEADER.encode(), request_id.encode()))
+                headers.append((SERVED_BY_HEADER.encode(), self.served_by))
                 message = {**message, "headers": headers}
             await send(message)
 

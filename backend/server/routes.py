@@ -174,6 +174,22 @@ def health(request: Request) -> Health:
     return Health(status="ok", ready=_context(request).lifecycle.ready)
 
 
+class Ready(BaseModel):
+    status: Literal["ready"] = Field(description="Models loaded and not shutting down.")
+
+
+@router.get(
+    "/ready",
+    response_model=Ready,
+    responses=_errors(503),
+    summary="Readiness: 200 when model requests are served, else 503 with Retry-After",
+)
+def ready(request: Request) -> Ready:
+    # For load balancers: the same rule as model requests, so a 200 here means they are served.
+    _context(request).lifecycle.check_accepting()
+    return Ready(status="ready")
+
+
 @router.get("/metrics", summary="Prometheus metrics", response_class=Response)
 def metrics(request: Request) -> Response:
     registry = _context(request).metrics

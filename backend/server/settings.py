@@ -18,6 +18,8 @@ Environment variables (arguments win):
 * ``CORE_SERVER_SHUTDOWN_DRAIN_TIMEOUT``: seconds in-flight requests get to finish on
   shutdown (default 30); new model requests get 503 meanwhile.
 * ``CORE_SERVER_RETRY_AFTER``: the ``Retry-After`` seconds sent with 429 and 503 (default 1).
+* ``CORE_SERVER_SERVED_BY``: the ``x-served-by`` header on every response, naming the replica
+  that answered (default ``<hostname>:<pid>``; on Ray Serve, the replica's id).
 
 Keys come from ``CORE_API_KEYS`` (comma-separated) and/or a key file (one per line, ``#``
 comments); see ``backend.server.auth``.
@@ -26,11 +28,18 @@ comments); see ``backend.server.auth``.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
 ENV_PREFIX = "CORE_SERVER_"
+_PARSERS = {"int": int, "float": float, "str": str}
+
+
+def default_served_by() -> str:
+    """``<hostname>:<pid>``: which process answered, when several serve one address."""
+    return f"{socket.gethostname()}:{os.getpid()}"
 
 
 @dataclass(frozen=True)
@@ -44,6 +53,8 @@ class ServerSettings:
     keep_alive_interval: float = 10.0
     shutdown_drain_timeout: float = 30.0
     retry_after: float = 1.0
+    #: The ``x-served-by`` header's value: the replica that answered.
+    served_by: str = field(default_factory=default_served_by)
     #: Accepted bearer keys; never logged. Empty means no key can pass unless ``no_auth``.
     api_keys: tuple[str, ...] = field(default=(), repr=False)
     #: Serve without authentication (explicit opt-in; the runner refuses to start with
@@ -61,6 +72,9 @@ class ServerSettings:
                 raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.retry_after < 0:
             raise ValueError(f"retry_after must not be negative, got {self.retry_after}")
+        if not (self.served_by.isascii() and self.served_by.isprintable() and self.served_by):
+            # It goes out as a header value: control characters would split the response.
+            raise ValueError(f"served_by must be printable ASCII, got {self.served_by!r}")
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None, **overrides: Any) -> ServerSettings:
@@ -72,9 +86,8 @@ class ServerSettings:
                 continue
             raw = env.get(ENV_PREFIX + f.name.upper())
             if raw:
-                kind = int if f.type in ("int", int) else float
                 try:
-                    values[f.name] = kind(raw)
+                    values[f.name] = _PARSERS[str(f.type)](raw)
                 except ValueError as exc:
                     raise ValueError(
                         f"{ENV_PREFIX}{f.name.upper()} must be a number, got {raw!r}"

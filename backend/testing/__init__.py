@@ -8,6 +8,7 @@ needs the ``server`` extra and is imported on its own).
 """
 
 from backend.testing.backends import (
+    GatedWarmupBackend,
     RecordingBackend,
     StubBackend,
     offline_backend,
@@ -26,6 +27,7 @@ __all__ = [
     "CharCountEmbeddingEngine",
     "CharTokenizer",
     "EchoChatEngine",
+    "GatedWarmupBackend",
     "RecordingBackend",
     "ScriptedChatEngine",
     "StubBackend",

@@ -1,8 +1,10 @@
-"""Backends for tests: one that records what it is asked, one that answers nothing, and the
-in-process backend on the offline engines of ``backend.testing.engines``."""
+"""Backends for tests: one that records what it is asked, one that answers nothing, one whose
+loading waits for the test, and the in-process backend on the offline engines of
+``backend.testing.engines``."""
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from pydantic import BaseModel
@@ -69,6 +71,26 @@ class RecordingBackend(BackendProxy):
 
     async def aembed(self, request: EmbeddingRequestLike) -> EmbeddingList:
         return await super().aembed(self._record(request))
+
+
+class GatedWarmupBackend(BackendProxy):
+    """Hands every call to ``inner`` (default: the scripted offline backend), but ``warmup``
+    waits until the test sets ``release`` (at most ``timeout`` seconds), then loads, or with
+    ``fail`` raises: a server on it stays loading for as long as the test needs."""
+
+    def __init__(
+        self, inner: Backend | None = None, *, fail: bool = False, timeout: float = 30.0
+    ) -> None:
+        super().__init__(inner or offline_backend())
+        self.release = threading.Event()
+        self.fail = fail
+        self.timeout = timeout
+
+    def warmup(self) -> None:
+        self.release.wait(self.timeout)
+        if self.fail:
+            raise RuntimeError("weights missing")
+        super().warmup()
 
 
 class StubBackend(Backend):

@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from backend.protocol.errors import ServiceUnavailableError
-from backend.testing import offline_backend
+from backend.testing import GatedWarmupBackend, offline_backend
 from tests.server.helpers import API_KEY, SlowChatEngine
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
@@ -121,26 +121,8 @@ def test_unexpected_failure_is_500_without_internals(serve):
     assert "secret" not in response.text and "Traceback" not in response.text
 
 
-class BlockedWarmupBackend:
-    """Wraps a fake backend whose warmup waits for ``release`` (or fails)."""
-
-    def __init__(self, fail: bool = False) -> None:
-        self.inner = offline_backend()
-        self.release = threading.Event()
-        self.fail = fail
-
-    def warmup(self) -> None:
-        self.release.wait(30)
-        if self.fail:
-            raise RuntimeError("weights missing")
-        self.inner.warmup()
-
-    def __getattr__(self, name):
-        return getattr(self.inner, name)
-
-
 def test_model_requests_get_503_until_the_models_are_loaded(serve):
-    backend = BlockedWarmupBackend()
+    backend = GatedWarmupBackend()
     running = serve(backend, wait_loaded=False, retry_after=3)
     with httpx.Client(base_url=running.url, headers=AUTH) as http:
         assert http.get("/health").json() == {"status": "ok", "ready": False}
@@ -156,7 +138,7 @@ def test_model_requests_get_503_until_the_models_are_loaded(serve):
 
 
 def test_failed_loading_keeps_answering_503(serve):
-    backend = BlockedWarmupBackend(fail=True)
+    backend = GatedWarmupBackend(fail=True)
     backend.release.set()
     running = serve(backend, wait_loaded=False)
     _wait(lambda: running.context.lifecycle.load_error is not None)
@@ -263,7 +245,7 @@ def test_metrics_count_requests_latency_and_tokens(serve):
 
 
 def test_service_unavailable_carries_retry_after_through_the_client(serve):
-    backend = BlockedWarmupBackend()
+    backend = GatedWarmupBackend()
     running = serve(backend, wait_loaded=False)
     with pytest.raises(ServiceUnavailableError) as caught:
         running.client(max_retries=0).embed(EMBED)
