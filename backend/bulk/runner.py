@@ -20,11 +20,12 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from tqdm.auto import tqdm
 
+from backend.bulk.refusals import is_text, send_apart
 from backend.bulk.result_store import ResultStore, result_key
 from backend.groundedness.request import groundedness_request, read_verdict
 from backend.interface import Backend
 from backend.protocol.catalogue import GROUNDEDNESS_MODEL, PASSAGE_MODEL
-from backend.protocol.errors import BadRequestError
+from backend.protocol.errors import CoreError
 from backend.protocol.limits import (
     MAX_EMBEDDING_INPUTS,
     MAX_TOKENS_PER_EMBEDDING_REQUEST,
@@ -43,7 +44,7 @@ def _as_texts(texts: Iterable[Any], what: str) -> list[str]:
     # A Series names its rows by its index; anything else by position.
     labels = list(texts.index) if hasattr(texts, "tolist") and hasattr(texts, "index") else None
     labels = labels or list(range(len(values)))
-    bad = [at for at, v in zip(labels, values, strict=True) if not isinstance(v, str) or not v]
+    bad = [at for at, v in zip(labels, values, strict=True) if not is_text(v)]
     if bad:
         shown = ", ".join(repr(label) for label in bad[:5]) + (" ..." if len(bad) > 5 else "")
         raise ValueError(
@@ -123,23 +124,24 @@ class BulkRunner:
         self, batch: Sequence[str], model: str, keys: dict[str, str], bar: tqdm
     ) -> dict[str, bytes]:
         """Embed and store one request's texts. When the service refuses a request of
-        several texts, its halves are tried apart, so the one bad text is found and raised
-        while the others are kept."""
-        try:
-            result = self.service.embed({"model": model, "input": list(batch)})
-        except BadRequestError:
-            if len(batch) == 1:
-                raise
-            half = len(batch) // 2
-            first = self._embed_batch(batch[:half], model, keys, bar)
-            return first | self._embed_batch(batch[half:], model, keys, bar)
-        vectors = result.float_vectors(len(batch))
-        values = {
-            keys[text]: np.asarray(vector, dtype="<f4").tobytes()
-            for text, vector in zip(batch, vectors, strict=True)
-        }
-        self.store.put_many(values)
-        bar.update(len(batch))
+        several texts, its halves are tried apart (``send_apart``), so the one bad text is
+        found and raised while the others are kept."""
+        values: dict[str, bytes] = {}
+
+        def send(texts: Sequence[str]) -> list[list[float]]:
+            result = self.service.embed({"model": model, "input": list(texts)})
+            return result.float_vectors(len(texts))
+
+        for texts, vectors in send_apart(batch, send):
+            if isinstance(vectors, CoreError):
+                raise vectors
+            done = {
+                keys[text]: np.asarray(vector, dtype="<f4").tobytes()
+                for text, vector in zip(texts, vectors, strict=True)
+            }
+            self.store.put_many(done)
+            bar.update(len(texts))
+            values.update(done)
         return values
 
     # ------------------------------------------------------------------ groundedness
