@@ -1,4 +1,10 @@
-"""The ``core-textmodels`` command: chat, embed, check and serve from a terminal."""
+"""The ``core-textmodels`` command: chat, embed, check and serve from a terminal.
+
+Every command runs on the in-process models (``--profile``), a server (``--base-url``, not for
+``serve``) or an OpenAI-compatible engine (``--engine-url`` and the other engine flags, which
+become ``backend.connect`` options). ``serve --ray --replicas N`` serves N replicas on Ray
+Serve (``backend.server.ray_serve``).
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import json
 import logging
 import sys
 from collections.abc import Sequence
+from typing import Any
 
 from backend import connect
 from backend.groundedness.request import groundedness_request, read_verdict
@@ -16,18 +23,85 @@ from backend.protocol.catalogue import DEFAULT_CHAT_MODEL, InputType, embedding_
 from backend.protocol.errors import CoreError
 
 PROFILES = sorted(PROFILE_CHAT_MODELS)
+#: ``--num-cpus``'s default, as ``backend.server.ray_serve.DEFAULT_NUM_CPUS`` (not imported:
+#: that imports Ray).
+DEFAULT_REPLICA_CPUS = 0.5
+
+
+#: ``backend.connect`` keyword of each engine flag (``--engine-url`` -> ``engine_url``...).
+ENGINE_OPTIONS = {
+    "engine_url": "engine_url",
+    "engine_chat_model": "chat_model",
+    "engine_embeddings_url": "embeddings_url",
+    "engine_embedding_model": "embedding_model",
+    "engine_api_key": "engine_api_key",
+    "grounded_at": "grounded_at",
+    "not_grounded_below": "not_grounded_below",
+    "judge_calibration": "judge_calibration",
+}
+#: Flags that mean nothing without ``--engine-url``.
+_ENGINE_ONLY = (
+    "engine_chat_model",
+    "engine_embeddings_url",
+    "engine_embedding_model",
+    "engine_api_key",
+    "judge_calibration",
+)
+
+
+def _engine_options(parser: argparse.ArgumentParser) -> None:
+    engine = parser.add_argument_group(
+        "OpenAI-compatible engine",
+        "run on an engine's chat and embeddings endpoints instead of the in-process models "
+        "(the groundedness thresholds apply to both)",
+    )
+    engine.add_argument("--engine-url", help="the engine's base URL (chat completions)")
+    engine.add_argument("--engine-chat-model", help="the engine's chat model id")
+    engine.add_argument("--engine-embeddings-url", help="embeddings URL, if not the engine's")
+    engine.add_argument("--engine-embedding-model", help="the engine's embedding model id")
+    engine.add_argument("--engine-api-key", help="bearer key for the engine")
+    engine.add_argument("--grounded-at", type=float, help="support at which a response is grounded")
+    engine.add_argument(
+        "--not-grounded-below", type=float, help="support below which it is not grounded"
+    )
+    engine.add_argument(
+        "--judge-calibration", choices=PROFILES, help="which calibration reads the judge"
+    )
 
 
 def _connection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", help="server address (default: in-process, or CORE_BASE_URL)")
     parser.add_argument("--api-key", help="bearer key for the server (default: CORE_API_KEY)")
     parser.add_argument("--profile", choices=PROFILES, help="in-process model profile")
+    _engine_options(parser)
+
+
+def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> None:
+    """Reject flags that would be ignored (argparse's usage error, status 2)."""
+    ray_flags = (args.replicas, args.num_cpus) if args.command == "serve" else ()
+    if ray_flags and not args.ray and ray_flags != (1, DEFAULT_REPLICA_CPUS):
+        parser.error("--replicas and --num-cpus need --ray")
+    if getattr(args, "engine_url", None) is None:
+        given = [name for name in _ENGINE_ONLY if getattr(args, name, None) is not None]
+        if given:
+            flag = "--" + given[0].replace("_", "-")
+            parser.error(f"{flag} needs --engine-url")
+    elif getattr(args, "base_url", None):
+        parser.error("--base-url and --engine-url exclude each other")
+
+
+def backend_options(args: argparse.Namespace) -> dict[str, Any]:
+    """The ``backend.connect`` keywords the flags give: the profile and the engine's options,
+    those not given left out."""
+    options = {"profile": args.profile}
+    options.update({keyword: getattr(args, flag) for flag, keyword in ENGINE_OPTIONS.items()})
+    return {name: value for name, value in options.items() if value is not None}
 
 
 def _backend(args: argparse.Namespace) -> Backend:
     if args.base_url:
         return connect(base_url=args.base_url, api_key=args.api_key)
-    return connect(api_key=args.api_key, profile=args.profile)
+    return connect(api_key=args.api_key, **backend_options(args))
 
 
 def _chat(args: argparse.Namespace) -> int:
@@ -71,14 +145,31 @@ def _check(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    options = backend_options(args)
+    if args.ray:
+        from backend.server.ray_serve import run_replicas
+
+        run_replicas(
+            options,
+            host=args.host,
+            port=args.port,
+            replicas=args.replicas,
+            num_cpus=args.num_cpus,
+            key_file=args.api_key_file,
+            no_auth=args.no_auth,
+        )
+        return 0
     from backend.server.runner import run_server
 
+    # Only an engine needs connect(); the in-process models ignore CORE_BASE_URL as before.
+    backend = connect(**options) if args.engine_url else None
     run_server(
         host=args.host,
         port=args.port,
         no_auth=args.no_auth,
         key_file=args.api_key_file,
         profile=args.profile,
+        backend=backend,
     )
     return 0
 
@@ -119,12 +210,28 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--no-auth", action="store_true", help="accept requests without a key")
     serve.add_argument("--api-key-file", help="file with accepted keys, one per line")
     serve.add_argument("--profile", choices=PROFILES, help="model profile")
+    _engine_options(serve)
+    ray = serve.add_argument_group("Ray Serve", "serve replicas on a Ray cluster")
+    ray.add_argument(
+        "--ray",
+        action="store_true",
+        help="serve on Ray Serve: joins RAY_ADDRESS, or starts a Ray on this machine",
+    )
+    ray.add_argument("--replicas", type=int, default=1, help="replicas of the app (default 1)")
+    ray.add_argument(
+        "--num-cpus",
+        type=float,
+        default=DEFAULT_REPLICA_CPUS,
+        help=f"CPUs Ray reserves per replica (default {DEFAULT_REPLICA_CPUS})",
+    )
     serve.set_defaults(run=_serve)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    _check_args(parser, args)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     try:
         return args.run(args)

@@ -99,6 +99,26 @@ def build_server(
     return DrainingServer(config, app.state.core, exit_when_abandoned=exit_when_abandoned)
 
 
+def serving_settings(key_file: str | None = None, no_auth: bool = False) -> ServerSettings:
+    """The settings a served app starts with: keys from ``CORE_API_KEYS`` and ``key_file``,
+    the rest from ``CORE_SERVER_*`` variables. Checked here, before anything is started, for
+    every way of serving (uvicorn here, replicas on Ray Serve).
+
+    Raises:
+        ValueError: no API keys and not ``no_auth``.
+        FileNotFoundError: ``key_file`` does not exist.
+    """
+    keys = load_api_keys(key_file)
+    if no_auth:
+        logger.warning("serving WITHOUT authentication: anyone who can connect can use it")
+    elif not keys:
+        raise ValueError(
+            "no API keys configured: set CORE_API_KEYS, pass --api-key-file, or pass --no-auth "
+            "to serve without authentication"
+        )
+    return ServerSettings.from_env(api_keys=keys, no_auth=no_auth)
+
+
 def run_server(
     host: str = "127.0.0.1",
     port: int = 8000,
@@ -109,23 +129,14 @@ def run_server(
 ) -> None:
     """Serve ``backend`` (default: the in-process backend of ``profile``) until interrupted.
 
-    Keys come from ``CORE_API_KEYS`` and ``key_file``; with neither, the server refuses to
-    start unless ``no_auth``. Other settings come from ``CORE_SERVER_*`` variables. The
-    backend is closed when the server stops.
+    Settings come from ``serving_settings(key_file, no_auth)``. The backend is closed when
+    the server stops.
 
     Raises:
         ValueError: no API keys and not ``no_auth``.
         FileNotFoundError: ``key_file`` does not exist.
     """
-    keys = load_api_keys(key_file)
-    settings = ServerSettings.from_env(api_keys=keys, no_auth=no_auth)
-    if no_auth:
-        logger.warning("serving WITHOUT authentication: anyone who can connect can use it")
-    if not keys and not no_auth:
-        raise ValueError(
-            "no API keys configured: set CORE_API_KEYS, pass --api-key-file, or pass --no-auth "
-            "to serve without authentication"
-        )
+    settings = serving_settings(key_file, no_auth)
     if backend is None:
         from backend.local import InProcessBackend
 
