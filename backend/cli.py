@@ -81,13 +81,15 @@ def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
     ray_flags = (args.replicas, args.num_cpus) if args.command == "serve" else ()
     if ray_flags and not args.ray and ray_flags != (1, DEFAULT_REPLICA_CPUS):
         parser.error("--replicas and --num-cpus need --ray")
-    if getattr(args, "engine_url", None) is None:
-        given = [name for name in _ENGINE_ONLY if getattr(args, name, None) is not None]
+    if args.engine_url is None:
+        given = [name for name in _ENGINE_ONLY if getattr(args, name) is not None]
         if given:
             flag = "--" + given[0].replace("_", "-")
             parser.error(f"{flag} needs --engine-url")
     elif getattr(args, "base_url", None):
         parser.error("--base-url and --engine-url exclude each other")
+    elif args.profile:
+        parser.error("--profile and --engine-url exclude each other (the engine runs the models)")
 
 
 def backend_options(args: argparse.Namespace) -> dict[str, Any]:
