@@ -91,8 +91,11 @@ class ServerReplica:
         lifecycle.check_accepting()
 
     def __del__(self) -> None:
-        # Serve calls this at shutdown, after the app's lifespan has drained it.
-        self._backend.close()
+        # Serve calls this at shutdown, after the app's lifespan has drained it; a constructor
+        # that failed (a wrong backend option) left no backend to close.
+        backend = getattr(self, "_backend", None)
+        if backend is not None:
+            backend.close()
 
 
 class ServeOptions(BaseModel):
