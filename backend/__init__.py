@@ -6,11 +6,14 @@ query/passage embeddings, in-process on local models or over HTTP.
 >>> reply = service.chat({"model": "core-1-mini-chat",
 ...                       "messages": [{"role": "user", "content": "Hello!"}]})
 >>> remote = backend.connect(base_url="http://127.0.0.1:8000", api_key="...")  # HTTP
+>>> engine = backend.connect(engine_url="http://127.0.0.1:8080/v1",              # vLLM, ...
+...                          chat_model="Qwen/Qwen2.5-7B-Instruct", grounded_at=0.6)
 
 The rooms: ``protocol`` (the API as data), ``engines`` (models), ``chat``, ``groundedness`` and
 ``embeddings`` (the service's capabilities above the engines), ``local`` (the in-process
-backend), ``client`` (the HTTP backend), ``server``, ``bulk`` and ``testing`` (shipped test
-doubles); docs/architecture.md walks through them.
+backend), ``client`` (the HTTP backend), ``remote_engine`` (the service in front of
+OpenAI-compatible engines), ``server``, ``bulk`` and ``testing`` (shipped test doubles);
+docs/architecture.md walks through them.
 """
 
 from __future__ import annotations
@@ -59,25 +62,46 @@ __all__ = [
 
 BASE_URL_ENV = "CORE_BASE_URL"
 API_KEY_ENV = "CORE_API_KEY"
+ENGINE_URL_ENV = "CORE_ENGINE_URL"
 
 
-def connect(base_url: str | None = None, api_key: str | None = None, **options: Any) -> Backend:
-    """Return a ``Backend``: over HTTP when a base URL is given (or ``CORE_BASE_URL`` is set),
-    else the in-process engine.
+def connect(
+    base_url: str | None = None,
+    api_key: str | None = None,
+    *,
+    engine_url: str | None = None,
+    **options: Any,
+) -> Backend:
+    """Return a ``Backend``: a core-textmodels server over HTTP, OpenAI-compatible engines, or
+    the models in this process.
+
+    The first of these decides: ``base_url``, ``engine_url``, ``CORE_BASE_URL``,
+    ``CORE_ENGINE_URL``; with none, the in-process models.
 
     Args:
         base_url: the server's address, e.g. ``http://127.0.0.1:8000``.
         api_key: the bearer key for the server (default ``CORE_API_KEY``).
+        engine_url: an OpenAI-compatible engine's API (vLLM, llama-server, Ollama...), e.g.
+            ``http://127.0.0.1:8080/v1``; see ``backend.remote_engine.EngineSettings`` for
+            its options (``chat_model``, ``embeddings_url``, ``embedding_model``,
+            ``engine_api_key``, ``grounded_at`` / ``not_grounded_below``,
+            ``judge_calibration``, ``timeout``, ``max_retries``).
         **options: for HTTP, client options (``timeout``, ``max_retries``...); in-process,
             ``EngineConfig`` fields (``profile="small"``, ``chat_model=...``, ``device=...``).
     """
-    base_url = base_url or _env_base_url()
+    if not base_url and not engine_url:
+        base_url = _env_base_url()
+        engine_url = None if base_url else os.environ.get(ENGINE_URL_ENV) or None
     if base_url:
         from backend.client import HTTPBackend
 
         return HTTPBackend(
             base_url=base_url, api_key=api_key or os.environ.get(API_KEY_ENV), **options
         )
+    if engine_url:
+        from backend.remote_engine import EngineBackend
+
+        return EngineBackend(engine_url=engine_url, **options)
     from backend.local import InProcessBackend
 
     return InProcessBackend(**options)
@@ -89,17 +113,28 @@ def connect_shared(
     *,
     timeout: float = DEFAULT_TIMEOUT,
     max_retries: int = DEFAULT_MAX_RETRIES,
+    engine_url: str | None = None,
+    **engine_options: Any,
 ) -> Backend:
-    """The backend an adapter uses: the server at ``base_url`` (``CORE_BASE_URL``), else a
-    handle on the in-process backend this process shares among everything built with the same
-    engine settings (from the ``CORE_*`` variables), so models load once.
+    """The backend an adapter uses: the server at ``base_url`` (``CORE_BASE_URL``), or the
+    engines at ``engine_url`` (``CORE_ENGINE_URL``; ``engine_options`` as for ``connect``),
+    else a handle on the in-process backend this process shares among everything built with
+    the same engine settings (from the ``CORE_*`` variables), so models load once.
 
-    ``timeout`` and ``max_retries`` concern the HTTP client only: in-process there is no
+    ``timeout`` and ``max_retries`` concern the HTTP clients only: in-process there is no
     connection to time out or retry. Closing the result closes the client, or gives up the
     handle (closing the last one frees the shared models).
     """
-    if base_url or _env_base_url():
-        return connect(base_url, api_key, timeout=timeout, max_retries=max_retries)
+    if base_url or engine_url or _env_base_url() or os.environ.get(ENGINE_URL_ENV):
+        options = engine_options if engine_url or not _env_base_url() else {}
+        return connect(
+            base_url,
+            api_key,
+            engine_url=engine_url,
+            timeout=timeout,
+            max_retries=max_retries,
+            **options,
+        )
     from backend.local.shared import shared_backend
 
     return shared_backend()
@@ -115,13 +150,18 @@ def _env_api_key() -> SecretStr | None:
 
 
 class ConnectionSettings(BaseModel):
-    """A server to send requests to over HTTP, or none: the models run in this process.
+    """A server to send requests to over HTTP, OpenAI-compatible engines, or neither: the
+    models run in this process.
 
     Args:
         base_url: the server's address (default ``CORE_BASE_URL``); None runs the models in
             this process, shared with everything else built with the same engine settings.
         api_key: bearer key (default ``CORE_API_KEY``); never serialised.
-        timeout / max_retries: for the HTTP client, which alone retries (HTTP only).
+        timeout / max_retries: for the HTTP clients, which alone retry (not in-process).
+        engine_url, chat_model, embeddings_url, embedding_model, engine_api_key, grounded_at,
+            not_grounded_below, judge_calibration: the engines and their models, as for
+            ``backend.connect(engine_url=...)`` (``backend.remote_engine.EngineSettings``);
+            an explicit ``base_url`` wins over them.
     """
 
     base_url: str | None = Field(
@@ -143,12 +183,51 @@ class ConnectionSettings(BaseModel):
         description="Retries of the HTTP client after the first attempt (HTTP only).",
     )
 
+    engine_url: str | None = Field(
+        default=None,
+        description="An OpenAI-compatible engine's API, e.g. http://127.0.0.1:8080/v1 "
+        "(default: CORE_ENGINE_URL).",
+    )
+    chat_model: str | None = Field(
+        default=None, description="The engine's chat model id (default: its only model)."
+    )
+    embeddings_url: str | None = Field(
+        default=None, description="The engine serving embeddings (default: engine_url)."
+    )
+    embedding_model: str | None = Field(
+        default=None, description="The embedding engine's model id (default: its only model)."
+    )
+    engine_api_key: SecretStr | None = Field(
+        default=None, exclude=True, description="Bearer key for the engines."
+    )
+    grounded_at: float | None = Field(
+        default=None, description="Groundedness threshold for the engine's model."
+    )
+    not_grounded_below: float | None = Field(
+        default=None, description="Support below which the engine's model says notGrounded."
+    )
+    judge_calibration: str | None = Field(
+        default=None,
+        description="'small' or 'default': reuse the calibration of those embedded weights.",
+    )
+
     def connect(self) -> Backend:
-        """The HTTP client for ``base_url``, or a handle on the shared in-process backend
-        (``backend.connect_shared``)."""
+        """The HTTP client for ``base_url``, the engine backend for ``engine_url``, or a
+        handle on the shared in-process backend (``backend.connect_shared``)."""
+        engine_url = self.engine_url if "base_url" not in self.model_fields_set else None
+        engine_options = {
+            name: getattr(self, name)
+            for name in ("chat_model", "embeddings_url", "embedding_model")
+            + ("grounded_at", "not_grounded_below", "judge_calibration")
+            if getattr(self, name) is not None
+        }
+        if self.engine_api_key is not None:
+            engine_options["engine_api_key"] = self.engine_api_key.get_secret_value()
         return connect_shared(
-            self.base_url,
+            self.base_url if engine_url is None else None,
             self.api_key.get_secret_value() if self.api_key else None,
             timeout=self.timeout,
             max_retries=self.max_retries,
+            engine_url=engine_url,
+            **engine_options,
         )

@@ -29,6 +29,9 @@ class ToolCallsFound:
 class Finished:
     reason: FinishReason
     completion_tokens: int
+    #: The prompt's tokens where only the model's answer tells them (an engine behind an
+    #: API); None: the count the answer was prepared with.
+    prompt_tokens: int | None = None
 
 
 OutputEvent = TextDelta | ToolCallsFound | Finished
@@ -62,6 +65,8 @@ class IncrementalDetokenizer:
 
     def flush(self) -> str:
         """Whatever is still held back (an incomplete character at the very end)."""
+        if self._read_offset == len(self._ids):
+            return ""
         prefix_text = self._decode(self._ids[self._prefix_offset : self._read_offset])
         new_text = self._decode(self._ids[self._prefix_offset :])
         self._prefix_offset = self._read_offset = len(self._ids)
@@ -122,6 +127,15 @@ class OutputProcessor:
             self.stopped = True
             return []
         self._add_text(self._detok.push(token_id))
+        return self._release()
+
+    def feed_text(self, piece: str) -> list[OutputEvent]:
+        """Take generated text decoded elsewhere (an engine behind an API), counted as one
+        token; return the events it completes."""
+        if self.stopped or not piece:
+            return []
+        self.completion_tokens += 1
+        self._add_text(piece)
         return self._release()
 
     def finish(self) -> list[OutputEvent]:

@@ -65,7 +65,10 @@ def stream(
     )
 
 
-def _usage(prompt_tokens: int, completion_tokens: int) -> Usage:
+def _usage(prompt_tokens: int, finished: Finished) -> Usage:
+    if finished.prompt_tokens is not None:
+        prompt_tokens = finished.prompt_tokens
+    completion_tokens = finished.completion_tokens
     return Usage(
         prompt_tokens=prompt_tokens,
         completion_tokens=completion_tokens,
@@ -100,7 +103,7 @@ def fold_completion(
         created=created,
         model=model,
         choices=[Choice(message=message, finish_reason=finished.reason)],
-        usage=_usage(prompt_tokens, finished.completion_tokens),
+        usage=_usage(prompt_tokens, finished),
     )
 
 
@@ -162,5 +165,5 @@ def stream_chunks(
                     created=created,
                     model=model,
                     choices=[],
-                    usage=_usage(prompt_tokens, event.completion_tokens),
+                    usage=_usage(prompt_tokens, event),
                 )

@@ -7,37 +7,28 @@ with the judge's reader chosen once, here) and embeddings (``backend.embeddings.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable, Sequence
-from typing import Any, Generic, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-from backend.chat.responses import PreparedAnswer, complete, stream
+from backend.chat.responses import PreparedAnswer
 from backend.chat.service import ChatService
 from backend.embeddings.service import EmbeddingService
 from backend.engines.base import ChatEngine, EmbeddingEngine
 from backend.engines.selection import chat_engine_kind, judge_reads_with_copy
 from backend.groundedness.calibration import JudgeCalibration, calibration_for
-from backend.groundedness.request import groundedness_request
 from backend.groundedness.service import GroundednessService, JudgeReader
 from backend.interface import (
-    AsyncChatStream,
-    Backend,
     ChatRequestLike,
-    ChatStream,
-    EmbeddingRequestLike,
-    GroundednessResult,
 )
 from backend.local.config import EngineConfig
-from backend.local.threads import iterate_in_thread
-from backend.protocol.catalogue import Operation, resolve_model
+from backend.local.services import ServicesBackend
+from backend.local.threads import Lazy
+from backend.protocol.catalogue import ModelCard
 from backend.protocol.schemas import (
-    ChatCompletion,
     ChatCompletionRequest,
-    EmbeddingList,
-    EmbeddingRequest,
 )
 from backend.protocol.validation import parse_request
 
@@ -46,27 +37,7 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
-class _Lazy(Generic[T]):
-    """A value built on first use, once, whichever thread asks first."""
-
-    def __init__(self, build: Callable[[], T]) -> None:
-        self._build = build
-        self._value: T | None = None
-        self._lock = threading.Lock()
-
-    @property
-    def loaded(self) -> bool:
-        return self._value is not None
-
-    def get(self) -> T:
-        if self._value is None:
-            with self._lock:
-                if self._value is None:
-                    self._value = self._build()
-        return self._value
-
-
-class _LazyEngine(_Lazy[T]):
+class LazyEngine(Lazy[T]):
     """An engine loaded on first use, and a lock that serialises its use.
 
     Most engines are not thread-safe: concurrent callers take turns (``turn``). A
@@ -84,7 +55,7 @@ class _LazyEngine(_Lazy[T]):
         return self._use_lock
 
 
-class InProcessBackend(Backend):
+class InProcessBackend(ServicesBackend):
     """Runs chat, groundedness and embeddings in this process.
 
     Args:
@@ -105,17 +76,17 @@ class InProcessBackend(Backend):
         **options: Any,
     ) -> None:
         self.config = config or EngineConfig.from_env(**options)
-        self._chat = _LazyEngine(lambda: chat_engine or self._load_chat_engine())
-        self._judge_copy = _LazyEngine(self._load_judge_copy)
-        self._embedding = _LazyEngine(lambda: embedding_engine or self._load_embedding_engine())
+        self._chat = LazyEngine(lambda: chat_engine or self._load_chat_engine())
+        self._judge_copy = LazyEngine(self._load_judge_copy)
+        self._embedding = LazyEngine(lambda: embedding_engine or self._load_embedding_engine())
         #: The engines this backend loads, and so closes (injected ones are the caller's).
         self._owned = [self._judge_copy]
         self._owned += [self._chat] if chat_engine is None else []
         self._owned += [self._embedding] if embedding_engine is None else []
-        self._chat_service = _Lazy(self._build_chat_service)
-        self._judge_reader = _Lazy(self._choose_judge_reader)
-        self._groundedness_service = _Lazy(self._build_groundedness_service)
-        self._embedding_service = _Lazy(self._build_embedding_service)
+        self._chat_service = Lazy(self._build_chat_service)
+        self._judge_reader = Lazy(self._choose_judge_reader)
+        self._groundedness_service = Lazy(self._build_groundedness_service)
+        self._embedding_service = Lazy(self._build_embedding_service)
 
     # ------------------------------------------------------------------ engines
 
@@ -190,39 +161,18 @@ class InProcessBackend(Backend):
             if engine.loaded:
                 engine.get().close()
 
-    # ------------------------------------------------------------------ chat
+    # ------------------------------------------------------------------ answering
 
-    def _prepare_chat(self, request: ChatRequestLike) -> PreparedAnswer:
-        req = parse_request(ChatCompletionRequest, request)
-        card = resolve_model(req.model, Operation.CHAT, Operation.GROUNDEDNESS)
-        if card.operation is Operation.GROUNDEDNESS:
-            return self._groundedness_service.get().prepare(req, card)
-        return self._chat_service.get().prepare(req, card)
+    def _chat_answer(
+        self, request: ChatCompletionRequest, card: ModelCard, streamed: bool
+    ) -> PreparedAnswer:
+        return self._chat_service.get().prepare(request, card)
 
-    def chat(self, request: ChatRequestLike) -> ChatCompletion:
-        return complete(self._prepare_chat(request))
+    def _groundedness(self) -> GroundednessService:
+        return self._groundedness_service.get()
 
-    def check_groundedness(
-        self, context: str | Sequence[str], response: str, **fields: Any
-    ) -> GroundednessResult:
-        """The verdict, with the judge's support (see ``Backend.check_groundedness``)."""
-        req = parse_request(
-            ChatCompletionRequest, groundedness_request(context, response, **fields)
-        )
-        resolve_model(req.model, Operation.GROUNDEDNESS)
-        verdict, assessment = self._groundedness_service.get().judge_request(req)
-        return GroundednessResult(verdict, assessment.support)
-
-    def stream_chat(self, request: ChatRequestLike) -> ChatStream:
-        return ChatStream(stream(self._prepare_chat(request)))
-
-    async def achat(self, request: ChatRequestLike) -> ChatCompletion:
-        return await asyncio.to_thread(self.chat, request)
-
-    async def astream_chat(self, request: ChatRequestLike) -> AsyncChatStream:
-        prepared = await asyncio.to_thread(self._prepare_chat, request)
-        stop = threading.Event()
-        return AsyncChatStream(iterate_in_thread(lambda: stream(prepared, stop.is_set), stop))
+    def _embeddings(self) -> EmbeddingService:
+        return self._embedding_service.get()
 
     def tokenize(self, text: str) -> list[int]:
         """The chat model's token ids for ``text`` (loads the chat model)."""
@@ -233,13 +183,3 @@ class InProcessBackend(Backend):
         """The prompt tokens a chat request is charged, rendered as ``chat`` renders it."""
         req = parse_request(ChatCompletionRequest, request)
         return len(self._chat_service.get().render(req).ids)
-
-    # ------------------------------------------------------------------ embeddings
-
-    def embed(self, request: EmbeddingRequestLike) -> EmbeddingList:
-        req = parse_request(EmbeddingRequest, request)
-        card = resolve_model(req.model, Operation.EMBEDDINGS)
-        return self._embedding_service.get().embed(req, card)
-
-    async def aembed(self, request: EmbeddingRequestLike) -> EmbeddingList:
-        return await asyncio.to_thread(self.embed, request)

@@ -1,4 +1,4 @@
-"""Running blocking model work off the event loop.
+"""Running blocking model work off the event loop, and building things once on first use.
 
 The async methods of the in-process backend must never block the loop: each call runs in a
 worker thread, and a stream is produced by a thread and consumed through an asyncio queue.
@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import AsyncIterator, Callable, Generator
-from typing import TypeVar
+from typing import Generic, TypeVar
 
 T = TypeVar("T")
 
@@ -54,3 +54,23 @@ async def iterate_in_thread(
     finally:
         stop.set()
         await asyncio.shield(worker) if not worker.done() else None
+
+
+class Lazy(Generic[T]):
+    """A value built on first use, once, whichever thread asks first."""
+
+    def __init__(self, build: Callable[[], T]) -> None:
+        self._build = build
+        self._value: T | None = None
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._value is not None
+
+    def get(self) -> T:
+        if self._value is None:
+            with self._lock:
+                if self._value is None:
+                    self._value = self._build()
+        return self._value

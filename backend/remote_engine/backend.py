@@ -1,0 +1,138 @@
+"""The engine backend: the whole service in front of OpenAI-compatible engines.
+
+Chat goes to the chat engine (``backend.remote_engine.chat``); embeddings to the embedding
+engine, behind the service's prefixes and windowing (``backend.remote_engine.embeddings``);
+the groundedness check runs its judge here, reading P(yes) from the chat engine's logprobs
+(``backend.remote_engine.judge_reading``). Thresholds calibrated for one model are never
+applied to another: the check answers only once it is told which hold for the engine's model.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from backend.chat.responses import PreparedAnswer
+from backend.embeddings.service import EmbeddingService
+from backend.groundedness.calibration import CALIBRATIONS, JudgeCalibration, calibration_for
+from backend.groundedness.service import GroundednessService, JudgeReader
+from backend.local.services import ServicesBackend
+from backend.local.threads import Lazy
+from backend.protocol.catalogue import ModelCard
+from backend.protocol.errors import ServiceUnavailableError
+from backend.protocol.schemas import ChatCompletionRequest
+from backend.remote_engine.api import EngineAPI
+from backend.remote_engine.chat import EngineChatService
+from backend.remote_engine.embeddings import EngineEmbeddingEngine, embedding_tokenizer
+from backend.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
+from backend.remote_engine.settings import EngineSettings
+
+logger = logging.getLogger(__name__)
+
+UNCALIBRATED = (
+    "the groundedness check is not calibrated for the engine's model '{model}': its "
+    "thresholds hold only for the model they were fitted on. Pass grounded_at and "
+    "not_grounded_below (CLI: --grounded-at/--not-grounded-below), or judge_calibration='small' "
+    "or 'default' if the engine serves those embedded weights, or calibrate against the engine: "
+    "python -m benchmarks.eval.calibrate --engine-url {url} --engine-chat-model {model}"
+)
+
+
+def engine_calibration(settings: EngineSettings, model: str) -> JudgeCalibration | None:
+    """The thresholds for the engine's model: a reused calibration of the same weights (read
+    by llama.cpp: engines serving the GGUF; another reader's thresholds differ a little),
+    with the user's thresholds in its place where given; None until one of them is."""
+    if settings.judge_calibration is not None:
+        return calibration_for(
+            settings.judge_calibration,
+            "llama.cpp",
+            settings.grounded_at,
+            settings.not_grounded_below,
+        )
+    if settings.grounded_at is None and settings.not_grounded_below is None:
+        return None
+    grounded_at = settings.grounded_at
+    if grounded_at is None:
+        grounded_at = settings.not_grounded_below
+    not_grounded_below = settings.not_grounded_below
+    if not_grounded_below is None:
+        not_grounded_below = grounded_at
+    # A model of unknown strength: the questions of the strongest calibration.
+    contrast = CALIBRATIONS[("default", "llama.cpp")].contrast
+    return JudgeCalibration(grounded_at, not_grounded_below, contrast=contrast)  # type: ignore[arg-type]
+
+
+class EngineBackend(ServicesBackend):
+    """The service answered by OpenAI-compatible engines: ``backend.connect(engine_url=...)``.
+
+    Args:
+        settings: where the engines are (default: from ``CORE_ENGINE_*``).
+        **options: ``EngineSettings`` fields overriding the environment.
+    """
+
+    def __init__(self, settings: EngineSettings | None = None, **options: Any) -> None:
+        self.settings = settings or EngineSettings.from_env(**options)
+        s = self.settings
+        self._chat_api = EngineAPI(s.engine_url, s.engine_api_key, s.timeout, s.max_retries)
+        self._embedding_api = (
+            self._chat_api
+            if s.embeddings_url == s.engine_url
+            else EngineAPI(s.embeddings_url, s.engine_api_key, s.timeout, s.max_retries)  # type: ignore[arg-type]
+        )
+        self._chat_model = Lazy(lambda: s.chat_model or self._chat_api.only_model("chat model"))
+        self._embedding_model = Lazy(
+            lambda: s.embedding_model or self._embedding_api.only_model("embedding model")
+        )
+        self._chat_service = EngineChatService(self._chat_api, self._chat_model.get)
+        self._groundedness_service = Lazy(self._build_groundedness_service)
+        self._embedding_service = Lazy(self._build_embedding_service)
+
+    def __repr__(self) -> str:  # never shows the key
+        s = self.settings
+        return f"EngineBackend(engine_url={s.engine_url!r}, embeddings_url={s.embeddings_url!r})"
+
+    def _build_groundedness_service(self) -> GroundednessService:
+        model = self._chat_model.get()
+        calibration = engine_calibration(self.settings, model)
+        if calibration is None:
+            url = self.settings.engine_url.removesuffix("/v1")
+            raise ServiceUnavailableError(UNCALIBRATED.format(model=model, url=url))
+        tokenizer = embedded_chat_tokenizer(self.settings.judge_calibration or "small")
+        reading = EngineYesNoReading(self._chat_api, model, tokenizer)
+        return GroundednessService(JudgeReader(reading), calibration)
+
+    def _build_embedding_service(self) -> EmbeddingService:
+        model = self._embedding_model.get()
+        engine = EngineEmbeddingEngine(
+            self._embedding_api, self._embedding_model.get, embedding_tokenizer(model)
+        )
+        return EmbeddingService(engine, self.settings.prefixes)
+
+    # ------------------------------------------------------------------ answering
+
+    def _chat_answer(
+        self, request: ChatCompletionRequest, card: ModelCard, streamed: bool
+    ) -> PreparedAnswer:
+        return self._chat_service.prepare(request, card, streamed)
+
+    def _groundedness(self) -> GroundednessService:
+        return self._groundedness_service.get()
+
+    def _embeddings(self) -> EmbeddingService:
+        return self._embedding_service.get()
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def warmup(self) -> None:
+        """Reach both engines now and learn their model ids (a server is ready after this)."""
+        self._chat_model.get()
+        self._embedding_model.get()
+        self._embedding_service.get()
+
+    @property
+    def ready(self) -> bool:
+        return self._chat_model.loaded and self._embedding_service.loaded
+
+    def close(self) -> None:
+        self._chat_api.close()
+        self._embedding_api.close()

@@ -1,0 +1,145 @@
+"""OpenAI-compatible engines on loopback, for tests and benchmarks of the engine backend.
+
+* ``llama_cpp_engine``: llama-cpp-python's server (``python -m llama_cpp.server``, a real
+  engine, as vLLM or llama-server would be) on a profile's embedded GGUF, in a child process.
+* ``embeddings_engine``: a small ``/v1/embeddings`` server running an embedding engine on the
+  texts as sent (no prefixes, truncated to the encoder's window, normalised), as TEI or vLLM's
+  pooling models do; in a thread of this process.
+
+Needs the ``server`` extra and, for ``llama_cpp_engine``, llama-cpp-python's server extras.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import httpx
+import numpy as np
+from pydantic import BaseModel
+
+from backend.engines.base import EmbeddingEngine
+from backend.testing.servers import LOOPBACK, free_port, serve_in_thread
+
+
+class EmbeddingsBody(BaseModel):
+    """What the stand-in reads of an embeddings request."""
+
+    model: str
+    input: str | list[str]
+
+
+@dataclass(frozen=True)
+class RunningEngine:
+    """An engine's API (``.../v1``) and the id of the model it serves."""
+
+    url: str
+    model: str
+
+
+def _wait_for_models(url: str, process: subprocess.Popen, log_path: str, timeout: float) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            break
+        with contextlib.suppress(httpx.HTTPError):
+            if httpx.get(f"{url}/models", timeout=2).is_success:
+                return
+        time.sleep(0.25)
+    with open(log_path, encoding="utf-8", errors="replace") as log:
+        tail = log.read()[-2000:]
+    raise RuntimeError(f"the engine at {url} did not start:\n{tail}")
+
+
+@contextlib.contextmanager
+def llama_cpp_engine(
+    profile: str = "small",
+    *,
+    model_alias: str | None = None,
+    threads: int | None = None,
+    context_length: int = 8192,
+    timeout: float = 180.0,
+) -> Iterator[RunningEngine]:
+    """llama-cpp-python's OpenAI-compatible server on the embedded GGUF of ``profile``, until
+    the block ends. Requests are not interrupted by newer ones (``--interrupt_requests
+    false``), as the engine backend expects of a shared engine."""
+    from backend.engines.weights.embedded_chat import embedded_gguf
+    from backend.local.config import PROFILE_CHAT_MODELS
+
+    name = PROFILE_CHAT_MODELS[profile]
+    gguf = embedded_gguf(name)
+    assert gguf is not None  # the profiles' models are the embedded ones
+    alias = model_alias or name
+    port = free_port()
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf[0])]
+    command += ["--model_alias", alias, "--n_ctx", str(context_length)]
+    command += ["--interrupt_requests", "false", "--host", LOOPBACK, "--port", str(port)]
+    if threads is not None:
+        command += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
+    url = f"http://{LOOPBACK}:{port}/v1"
+    with tempfile.NamedTemporaryFile("w+", suffix=".log", delete=False) as log:
+        process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        _wait_for_models(url, process, log.name, timeout)
+        yield RunningEngine(url, alias)
+    finally:
+        process.terminate()
+        try:
+            process.wait(30)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def embeddings_engine_app(engine: EmbeddingEngine, model_id: str):
+    """A FastAPI app serving ``engine`` as OpenAI's ``/v1/embeddings`` and ``/v1/models``."""
+    from fastapi import FastAPI
+
+    app = FastAPI()
+
+    @app.get("/v1/models")
+    def models() -> dict:
+        return {"object": "list", "data": [{"id": model_id, "object": "model"}]}
+
+    @app.post("/v1/embeddings")
+    def embeddings(body: EmbeddingsBody) -> dict:
+        texts = [body.input] if isinstance(body.input, str) else body.input
+        window = engine.max_window_tokens - 2
+        ids = [content[:window] for content in engine.tokenize(texts)]  # truncates, as TEI
+        pooled = engine.embed_windows(ids)
+        vectors = pooled / np.maximum(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12)
+        tokens = sum(len(i) + 2 for i in ids)
+        return {
+            "object": "list",
+            "model": body.model,
+            "data": [
+                {"object": "embedding", "index": i, "embedding": v.tolist()}
+                for i, v in enumerate(vectors)
+            ],
+            "usage": {"prompt_tokens": tokens, "total_tokens": tokens},
+        }
+
+    return app
+
+
+@contextlib.contextmanager
+def embeddings_engine(
+    engine: EmbeddingEngine | None = None, model_id: str = "intfloat/multilingual-e5-small"
+) -> Iterator[RunningEngine]:
+    """``embeddings_engine_app`` on a free loopback port in a thread (default engine: the
+    embedded multilingual-e5-small), until the block ends."""
+    import uvicorn
+
+    if engine is None:
+        from backend.engines.loader import load_embedding_engine
+
+        engine = load_embedding_engine("multilingual-e5-small")
+    app = embeddings_engine_app(engine, model_id)
+    server = uvicorn.Server(uvicorn.Config(app, host=LOOPBACK, port=0, log_level="warning"))
+    with serve_in_thread(server) as url:
+        yield RunningEngine(f"{url}/v1", model_id)

@@ -1,0 +1,153 @@
+"""The service in front of a real OpenAI-compatible engine (llama-cpp-python's server on the
+embedded small GGUF) and an e5 embeddings engine: chat, streams, tool calls, embeddings and
+the groundedness check, compared with the in-process backend on the same weights."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from backend.chat.yes_no import YesNoReader
+from backend.groundedness.judge import CONTRAST, SUPPORT, asked, reading_leads
+from backend.protocol.catalogue import GROUNDEDNESS_MODEL, PASSAGE_MODEL, QUERY_MODEL
+from backend.protocol.errors import BadRequestError
+from backend.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
+from benchmarks.eval.run_eval import load_jsonl
+
+pytestmark = pytest.mark.model
+
+WEATHER = {
+    "type": "function",
+    "function": {
+        "name": "get_weather",
+        "description": "Current weather in a city",
+        "parameters": {
+            "type": "object",
+            "properties": {"city": {"type": "string"}},
+            "required": ["city"],
+        },
+    },
+}
+
+
+def _ask(content: str, **fields) -> dict:
+    return {
+        "model": "core-1-mini-chat",
+        "messages": [{"role": "user", "content": content}],
+        "temperature": 0,
+        **fields,
+    }
+
+
+def test_chat_answers_under_the_catalogue_name_with_the_engine_usage(engine_backend):
+    reply = engine_backend.chat(_ask("What is the capital of France? One word.", max_tokens=8))
+    assert "paris" in reply.choices[0].message.content.lower()
+    assert reply.model == "core-1-mini-chat-240502"
+    assert reply.usage.prompt_tokens > 10 and 1 <= reply.usage.completion_tokens <= 8
+
+
+def test_a_stream_keeps_one_id_and_created_and_equals_the_whole_answer(engine_backend):
+    request = _ask("Count from 1 to 6, separated by commas.", max_tokens=24)
+    whole = engine_backend.chat(request).choices[0].message.content
+    with engine_backend.stream_chat(request) as stream:
+        chunks = list(stream)
+    assert len({c.id for c in chunks}) == 1 and len({c.created for c in chunks}) == 1
+    assert {c.model for c in chunks} == {"core-1-mini-chat-240502"}
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == whole and len(chunks) > 3
+    assert chunks[-1].choices[0].finish_reason in ("stop", "length")
+
+
+async def test_async_chat_and_stream(engine_backend):
+    request = _ask("Say hello.", max_tokens=6)
+    reply = await engine_backend.achat(request)
+    stream = await engine_backend.astream_chat(request)
+    streamed = "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
+    assert streamed == reply.choices[0].message.content
+
+
+def test_a_tool_call_written_as_text_by_the_engine_is_parsed(engine_backend):
+    reply = engine_backend.chat(_ask("What is the weather in Paris right now?", tools=[WEATHER]))
+    message = reply.choices[0].message
+    assert message.content is None and len(message.tool_calls) == 1
+    call = message.tool_calls[0]
+    assert call.function.name == "get_weather"
+    assert json.loads(call.function.arguments)["city"].lower() == "paris"
+    with engine_backend.stream_chat(_ask("Weather in Tokyo?", tools=[WEATHER])) as stream:
+        deltas = [d for c in stream if c.choices for d in c.choices[0].delta.tool_calls or ()]
+    assert deltas[0].function.name == "get_weather" and deltas[0].id
+
+
+def test_the_engine_refusal_of_a_too_long_prompt_is_a_400(engine_backend):
+    with pytest.raises(BadRequestError):
+        engine_backend.chat(_ask("word " * 9000, max_tokens=4))
+
+
+def test_embeddings_equal_the_in_process_vectors(engine_backend, small_backend):
+    texts = ["The ferry leaves at nine.", "배는 아홉 시에 떠납니다.", "船は九時に出ます。"]
+    texts.append("A long passage about harbours and ferries. " * 120)  # several windows
+    for model in (QUERY_MODEL, PASSAGE_MODEL):
+        remote = engine_backend.embed({"model": model, "input": texts})
+        local = small_backend.embed({"model": model, "input": texts})
+        cosines = np.sum(np.array(remote.float_vectors()) * np.array(local.float_vectors()), 1)
+        assert cosines.min() >= 0.9999, cosines
+        assert remote.model == local.model and remote.usage == local.usage
+
+
+def _judge_conversations(limit: int) -> list[list[dict[str, str]]]:
+    conversations = []
+    for case in sorted(load_jsonl("groundedness.jsonl"), key=lambda c: len(c["context"]))[:limit]:
+        for question in (SUPPORT, CONTRAST):
+            for lead in reading_leads(question):
+                conversations.append([*lead, asked(question, case["context"], case["response"])])
+    return conversations
+
+
+def test_p_yes_read_from_engine_logprobs_matches_in_process(chat_engine, small_backend):
+    local = YesNoReader(small_backend.judge_reader().engine)
+    remote = EngineYesNoReading(
+        engine_backend_api(chat_engine), chat_engine.model, embedded_chat_tokenizer("small")
+    )
+    gaps = []
+    for conversation in _judge_conversations(5):
+        (p_local, tokens_local), (p_remote, tokens_remote) = (
+            local.read(conversation),
+            remote.read(conversation),
+        )
+        assert tokens_remote == tokens_local  # the same chat template, the same prompt
+        gaps.append(abs(p_local - p_remote))
+    print(f"P(yes) remote vs in-process over {len(gaps)} prompts: max gap {max(gaps):.4f}")
+    assert max(gaps) <= 0.02
+
+
+def engine_backend_api(chat_engine):
+    from backend.remote_engine.api import EngineAPI
+
+    return EngineAPI(chat_engine.url, None, 60.0, 0)
+
+
+def test_verdicts_equal_in_process_on_twenty_evaluation_pairs(engine_backend, small_backend):
+    cases = sorted(load_jsonl("groundedness.jsonl"), key=lambda c: len(c["context"]))[:20]
+    same, gaps = 0, []
+    for case in cases:
+        remote = engine_backend.check_groundedness(case["context"], case["response"])
+        local = small_backend.check_groundedness(case["context"], case["response"])
+        same += remote.verdict == local.verdict
+        gaps.append(abs(remote.support - local.support))
+    print(f"verdicts equal on {same}/{len(cases)} pairs; support gap max {max(gaps):.4f}")
+    assert same == len(cases)
+
+
+def test_the_check_answers_through_chat_as_in_process(engine_backend):
+    reply = engine_backend.chat(
+        {
+            "model": GROUNDEDNESS_MODEL,
+            "messages": [
+                {"role": "user", "content": "The museum opens at 10:00 and closes at 18:00."},
+                {"role": "assistant", "content": "The museum opens at 10:00."},
+            ],
+        }
+    )
+    assert reply.choices[0].message.content == "grounded"
