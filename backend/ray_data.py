@@ -1,0 +1,327 @@
+"""Embeddings and groundedness checks over Ray Data datasets, on one machine or a cluster.
+
+>>> ds = ray.data.read_parquet("texts/")
+>>> ds = embed_dataset(ds, column="text", profile="small")      # adds `embedding`, `error`
+>>> ds.write_parquet("embedded/")
+
+Each function adds its result columns to every row (the other columns are kept) in
+``map_batches`` over a pool of actors. Each actor builds one backend with
+``backend.connect(**connect_options)``: the in-process models (loaded once per actor), a
+core-textmodels server (``base_url=...``) or an OpenAI-compatible engine (``engine_url=...``).
+The actors build it themselves from those arguments, so the same call runs on a local Ray
+(``ray.init()``) and on a cluster (``ray job submit``); what they need goes in the
+arguments, since a cluster's workers see neither the driver's files nor its environment.
+
+A row the service refuses (an empty string, a None, a text over the token limit) gets the
+message in its ``error`` column and empty results; every other row completes. Requests are
+planned as ``BulkRunner`` plans them (``plan_embedding_requests``), repeated texts in a batch
+are sent once, and a refused request is split to find its bad rows
+(``backend.bulk.refusals``: the rule ``BulkRunner`` follows too). Other errors (a wrong key,
+the service down after the client's retries) fail the job: they would fail every row alike.
+
+Needs the ``ray`` extra: ``pip install 'core-textmodels[ray]'``.
+"""
+
+from __future__ import annotations
+
+import reprlib
+from collections.abc import Sequence
+from typing import Any
+
+try:
+    import pyarrow as pa
+    import ray.data
+except ImportError as exc:  # pragma: no cover - depends on the installed extras
+    raise ImportError(
+        "backend.ray_data runs on Ray Data, which is not installed: "
+        "pip install 'core-textmodels[ray]'"
+    ) from exc
+import numpy as np
+
+from backend import connect
+from backend.bulk.refusals import REFUSALS, is_text, send_apart
+from backend.interface import Backend
+from backend.protocol.catalogue import InputType, embedding_model
+from backend.protocol.errors import CoreError
+from backend.protocol.limits import plan_embedding_requests
+
+__all__ = ["check_groundedness_dataset", "embed_dataset"]
+
+#: Rows per batch handed to an actor. An embedding batch is split into requests within the
+#: API's limits (at most 100 texts each), so 200 makes two full requests; a groundedness
+#: check is one request per row, and small batches spread rows evenly over the actors.
+EMBEDDING_BATCH_SIZE = 200
+GROUNDEDNESS_BATCH_SIZE = 16
+
+#: The default pools reserve one CPU in all, leaving the others to the tasks that read and
+#: write the dataset (a pool holding every CPU starves them: the job never ends). Actors
+#: running the models hold them in memory, so there is one, with one CPU (torch then uses one
+#: thread: pass ``num_cpus`` to give it more); actors that only send requests to a server
+#: or an engine are light, so there are four, sharing that CPU.
+IN_PROCESS_POOL = (1, 1.0)
+REMOTE_POOL = (4, 0.25)
+
+VECTOR_TYPE = pa.list_(pa.float32())
+
+
+def embed_dataset(
+    dataset: ray.data.Dataset,
+    column: str = "text",
+    kind: str = "passage",
+    *,
+    concurrency: int | tuple[int, int] | None = None,
+    batch_size: int | None = None,
+    num_cpus: float | None = None,
+    num_gpus: float | None = None,
+    error_column: str = "error",
+    **connect_options: Any,
+) -> ray.data.Dataset:
+    """The dataset with an ``embedding`` column: each text's L2-normalised float32 vector
+    (null where the row failed) and an ``error`` column (null where it succeeded).
+
+    Args:
+        dataset: rows with a text ``column``.
+        kind: ``"passage"`` for documents or ``"query"`` for questions: picks the catalogue
+            model (``backend.protocol.catalogue.embedding_model``).
+        concurrency: actors in the pool, or ``(min, max)`` to let Ray scale it (default: one
+            actor running the models, four sending requests to a server or engine).
+        batch_size: rows per batch an actor embeds (default ``EMBEDDING_BATCH_SIZE``).
+        num_cpus / num_gpus: reserved per actor (default: see ``IN_PROCESS_POOL``).
+        error_column: where failures go; an existing column of that name is replaced, so
+            give another name when chaining this with ``check_groundedness_dataset``.
+        **connect_options: for ``backend.connect`` in each actor (``profile="small"``,
+            ``base_url=..., api_key=...``, ``engine_url=...``).
+
+    Returns:
+        A lazy dataset: nothing runs until it is consumed (``write_parquet``, ``to_pandas``...).
+
+    Raises:
+        ValueError: ``kind`` is neither ``"query"`` nor ``"passage"`` (raised at once).
+    """
+    embedder = {
+        "connect_options": connect_options,
+        "column": column,
+        "model": embedding_model(InputType(kind)),
+        "error_column": error_column,
+    }
+    return _map(
+        dataset,
+        _Embedder,
+        embedder,
+        connect_options,
+        concurrency=concurrency,
+        batch_size=batch_size or EMBEDDING_BATCH_SIZE,
+        num_cpus=num_cpus,
+        num_gpus=num_gpus,
+    )
+
+
+def check_groundedness_dataset(
+    dataset: ray.data.Dataset,
+    context_column: str = "context",
+    response_column: str = "response",
+    *,
+    concurrency: int | tuple[int, int] | None = None,
+    batch_size: int | None = None,
+    num_cpus: float | None = None,
+    num_gpus: float | None = None,
+    error_column: str = "error",
+    **connect_options: Any,
+) -> ray.data.Dataset:
+    """The dataset with the groundedness check of each row's response against its context:
+    ``verdict`` (``grounded``, ``notGrounded`` or ``notSure``), ``support`` (the judge's
+    support in [0, 1], null where the backend does not report it: a server) and ``error``;
+    a failed row has a null verdict and support and its message in ``error``.
+
+    Args:
+        dataset: rows with the two columns; a context is a text or a list of texts
+            (retrieved documents, joined as ``Backend.check_groundedness`` joins them).
+        Others: as for ``embed_dataset`` (default ``batch_size``: ``GROUNDEDNESS_BATCH_SIZE``).
+    """
+    checker = {
+        "connect_options": connect_options,
+        "context_column": context_column,
+        "response_column": response_column,
+        "error_column": error_column,
+    }
+    return _map(
+        dataset,
+        _GroundednessChecker,
+        checker,
+        connect_options,
+        concurrency=concurrency,
+        batch_size=batch_size or GROUNDEDNESS_BATCH_SIZE,
+        num_cpus=num_cpus,
+        num_gpus=num_gpus,
+    )
+
+
+def _map(
+    dataset: ray.data.Dataset,
+    actor_class: type,
+    constructor_kwargs: dict[str, Any],
+    connect_options: dict[str, Any],
+    *,
+    concurrency: int | tuple[int, int] | None,
+    batch_size: int,
+    num_cpus: float | None,
+    num_gpus: float | None,
+) -> ray.data.Dataset:
+    """``map_batches`` over a pool of ``actor_class``, with the defaults of ``_default_pool``."""
+    actors, cpus = _default_pool(connect_options)
+    size = actors if concurrency is None else concurrency
+    if isinstance(size, int):
+        compute = ray.data.ActorPoolStrategy(size=size)
+    else:
+        compute = ray.data.ActorPoolStrategy(min_size=size[0], max_size=size[1])
+    return dataset.map_batches(
+        actor_class,
+        fn_constructor_kwargs=constructor_kwargs,
+        batch_format="pyarrow",
+        batch_size=batch_size,
+        compute=compute,
+        num_cpus=cpus if num_cpus is None else num_cpus,
+        num_gpus=num_gpus,
+    )
+
+
+def _default_pool(connect_options: dict[str, Any]) -> tuple[int, float]:
+    """Actors and CPUs per actor when not given: ``REMOTE_POOL`` where the options name a
+    server or an engine, else ``IN_PROCESS_POOL``."""
+    remote = connect_options.get("base_url") or connect_options.get("engine_url")
+    return REMOTE_POOL if remote else IN_PROCESS_POOL
+
+
+class _BackendActor:
+    """One backend per actor, built there from the options and closed with the actor (Ray
+    Data deletes the callable when the pool shuts down)."""
+
+    def __init__(self, connect_options: dict[str, Any], error_column: str) -> None:
+        self.error_column = error_column
+        self.service: Backend = connect(**connect_options)
+
+    def __del__(self) -> None:
+        service = getattr(self, "service", None)  # absent when __init__ failed
+        if service is not None:
+            service.close()
+
+
+class _Embedder(_BackendActor):
+    def __init__(
+        self, connect_options: dict[str, Any], column: str, model: str, error_column: str
+    ) -> None:
+        super().__init__(connect_options, error_column)
+        self.column = column
+        self.model = model
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        values = _column(batch, self.column).to_pylist()
+        texts = list(dict.fromkeys(value for value in values if is_text(value)))
+        vectors: dict[str, np.ndarray] = {}
+        refused: dict[str, str] = {}
+        for request in plan_embedding_requests(texts):
+            for sent, outcome in send_apart(request, self._embed):
+                if isinstance(outcome, CoreError):
+                    refused[sent[0]] = str(outcome)
+                else:
+                    vectors.update(zip(sent, outcome, strict=True))
+        embeddings = [vectors.get(value) if is_text(value) else None for value in values]
+        errors = [
+            refused.get(value) if is_text(value) else _not_text(self.column, value)
+            for value in values
+        ]
+        return _with_columns(
+            batch,
+            {
+                "embedding": pa.array(embeddings, type=VECTOR_TYPE),
+                self.error_column: pa.array(errors, type=pa.string()),
+            },
+        )
+
+    def _embed(self, texts: Sequence[str]) -> np.ndarray:
+        result = self.service.embed({"model": self.model, "input": list(texts)})
+        return np.asarray(result.float_vectors(len(texts)), dtype=np.float32)
+
+
+class _GroundednessChecker(_BackendActor):
+    def __init__(
+        self,
+        connect_options: dict[str, Any],
+        context_column: str,
+        response_column: str,
+        error_column: str,
+    ) -> None:
+        super().__init__(connect_options, error_column)
+        self.context_column = context_column
+        self.response_column = response_column
+
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        contexts = _column(batch, self.context_column).to_pylist()
+        responses = _column(batch, self.response_column).to_pylist()
+        verdicts: list[str | None] = []
+        supports: list[float | None] = []
+        errors: list[str | None] = []
+        done: dict[tuple[Any, str], tuple[str | None, float | None, str | None]] = {}
+        for context, response in zip(contexts, responses, strict=True):
+            problem = _context_problem(self.context_column, context) or (
+                None if is_text(response) else _not_text(self.response_column, response)
+            )
+            if problem is None:
+                key = (context if isinstance(context, str) else tuple(context), response)
+                if key not in done:  # a repeated pair is checked once
+                    done[key] = self._check(context, response)
+                row = done[key]
+            else:
+                row = (None, None, problem)
+            verdicts.append(row[0])
+            supports.append(row[1])
+            errors.append(row[2])
+        return _with_columns(
+            batch,
+            {
+                "verdict": pa.array(verdicts, type=pa.string()),
+                "support": pa.array(supports, type=pa.float64()),
+                self.error_column: pa.array(errors, type=pa.string()),
+            },
+        )
+
+    def _check(
+        self, context: str | list[str], response: str
+    ) -> tuple[str | None, float | None, str | None]:
+        try:
+            result = self.service.check_groundedness(context, response)
+        except REFUSALS as error:
+            return None, None, str(error)
+        return result.verdict, result.support, None
+
+
+def _column(batch: pa.Table, name: str) -> pa.ChunkedArray:
+    if name not in batch.column_names:
+        raise KeyError(f"the dataset has no column {name!r}; its columns: {batch.column_names}")
+    return batch.column(name)
+
+
+def _with_columns(batch: pa.Table, columns: dict[str, pa.Array]) -> pa.Table:
+    """``batch`` with ``columns`` set: an existing one replaced in place, a new one appended."""
+    for name, values in columns.items():
+        if name in batch.column_names:
+            batch = batch.set_column(batch.column_names.index(name), name, values)
+        else:
+            batch = batch.append_column(name, values)
+    return batch
+
+
+def _not_text(column: str, value: object) -> str:
+    """The error of a value that is not sent (``is_text``): what the row holds instead."""
+    return f"column {column!r} must hold a non-empty string, not {reprlib.repr(value)}"
+
+
+def _context_problem(column: str, value: object) -> str | None:
+    """None for a context that is sent: a text, or a non-empty list of texts."""
+    if is_text(value):
+        return None
+    if isinstance(value, list) and value and all(is_text(text) for text in value):
+        return None
+    if isinstance(value, list):
+        return f"column {column!r} must hold texts, not {reprlib.repr(value)}"
+    return _not_text(column, value)
