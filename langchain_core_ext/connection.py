@@ -25,8 +25,11 @@ class CoreConnection(ConnectionSettings):
 
     With ``backend`` set it is used as it is. Else, with a ``base_url`` (argument or
     ``CORE_BASE_URL``) the adapter talks to that server over HTTP with ``api_key``,
-    ``timeout`` and ``max_retries``; without one it runs the models in this process
-    (settings from the ``CORE_*`` environment variables, see ``backend.local.config``).
+    ``timeout`` and ``max_retries``; with an ``engine_url`` (or ``CORE_ENGINE_URL``) it runs
+    the service in front of that OpenAI-compatible engine (``chat_model``,
+    ``embeddings_url``... as for ``backend.connect``); with neither it runs the models in
+    this process (settings from the ``CORE_*`` environment variables, see
+    ``backend.local.config``).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True)

@@ -23,7 +23,9 @@ class CoreConnection(ConnectionSettings):
     (a mixin), and the backend they open from them.
 
     Args:
-        base_url, api_key, timeout, max_retries: see ``ConnectionSettings``.
+        base_url, api_key, timeout, max_retries, and the engine options (engine_url,
+            chat_model, embeddings_url, embedding_model, engine_api_key, grounded_at,
+            not_grounded_below, judge_calibration): see ``ConnectionSettings``.
         backend: a ready ``Backend`` to use instead (tests, or one shared client); it stays
             the caller's.
     """

@@ -72,8 +72,9 @@ class CoreGroundednessEvaluator(BaseEvaluator):
     Args:
         model: the groundedness model (default ``core-1-mini-groundedness-check``).
         context_separator: what joins several contexts into the one context message.
-        **connection: ``base_url``, ``api_key``, ``timeout``, ``max_retries`` and ``backend``,
-            as for the other adapters (``llamaindex_core_ext.connection.CoreConnection``).
+        **connection: ``base_url``, ``api_key``, ``timeout``, ``max_retries``, ``backend``
+            and the engine options (``engine_url``, ``chat_model``...), as for the other
+            adapters (``llamaindex_core_ext.connection.CoreConnection``).
     """
 
     def __init__(

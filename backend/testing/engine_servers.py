@@ -68,6 +68,7 @@ def llama_cpp_engine(
     """llama-cpp-python's OpenAI-compatible server on the embedded GGUF of ``profile``, until
     the block ends. Requests are not interrupted by newer ones (``--interrupt_requests
     false``), as the engine backend expects of a shared engine."""
+    from backend.engines.llamacpp_runner import PREFILL_CHUNK
     from backend.engines.weights.embedded_chat import embedded_gguf
     from backend.local.config import PROFILE_CHAT_MODELS
 
@@ -79,6 +80,9 @@ def llama_cpp_engine(
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf[0])]
     command += ["--model_alias", alias, "--n_ctx", str(context_length)]
     command += ["--interrupt_requests", "false", "--host", LOOPBACK, "--port", str(port)]
+    # Prompts in the in-process engine's chunks: llama.cpp's numbers depend a little on the
+    # shape of the call that computed them (backend.engines.llamacpp_runner).
+    command += ["--n_batch", str(PREFILL_CHUNK), "--n_ubatch", str(PREFILL_CHUNK)]
     if threads is not None:
         command += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
     url = f"http://{LOOPBACK}:{port}/v1"

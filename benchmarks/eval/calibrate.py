@@ -1,6 +1,14 @@
 """Calibrate the groundedness thresholds of a profile on the groundedness set.
 
     .venv/bin/python -m benchmarks.eval.calibrate --profile small
+    .venv/bin/python -m benchmarks.eval.calibrate --engine-url http://host:8080 \
+        --engine-chat-model Qwen/Qwen2.5-7B-Instruct
+
+With ``--engine-url`` the judge's prompts are read by an OpenAI-compatible engine's model
+(``backend.remote_engine``): the thresholds printed are the ``grounded_at`` and
+``not_grounded_below`` to pass with that engine (``backend.connect(engine_url=...,
+grounded_at=..., not_grounded_below=...)``, or ``serve --grounded-at ...``), written to
+``calibration-engine-<model>.json``.
 
 Runs the judge (``backend.groundedness.judge``) on every pair, keeps each pair's support (the
 weakest claim's P(yes)) and writes them with the chosen thresholds to
@@ -109,14 +117,32 @@ def cross_validated_accuracy(
 
 
 def collect_supports(
-    profile: str, limit: int | None = None, *, contrast: bool = True
+    profile: str,
+    limit: int | None = None,
+    *,
+    contrast: bool = True,
+    engine: dict[str, Any] | None = None,
 ) -> tuple[str, list[dict[str, Any]]]:
     """The reader of the judge's prompts, and each pair's support as that reader gives it
-    (with or without the contrast question, ``backend.groundedness.CONTRAST``)."""
+    (with or without the contrast question, ``backend.groundedness.CONTRAST``). ``engine``:
+    ``engine_url``, ``chat_model`` and ``engine_api_key`` of an engine to read them instead."""
     from backend.groundedness.judge import GroundednessJudge
+    from backend.groundedness.service import JudgeReader
     from backend.local import InProcessBackend
 
-    reader = InProcessBackend(profile=profile).judge_reader()
+    if engine:
+        from backend.remote_engine.api import EngineAPI
+        from backend.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
+        from backend.remote_engine.settings import engine_api_url
+
+        api = EngineAPI(
+            engine_api_url(engine["engine_url"]), engine.get("engine_api_key"), 120.0, 2
+        )
+        model = engine.get("chat_model") or api.only_model("chat model")
+        reading = EngineYesNoReading(api, model, embedded_chat_tokenizer("small"))
+        reader = JudgeReader(reading)
+    else:
+        reader = InProcessBackend(profile=profile).judge_reader()
     judge = GroundednessJudge(reader.engine, contrast=contrast)
     rows = []
     for case in load_jsonl("groundedness.jsonl")[:limit]:
@@ -135,7 +161,8 @@ def collect_supports(
             }
         )
         print(f"{case['id']} {case['label']:<12} {judgement.support:.3f}", flush=True)
-    return reader.kind, rows
+    kind = f"engine-{reading.model.replace('/', '--')}" if engine else reader.kind
+    return kind, rows
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -143,6 +170,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--profile", choices=("default", "small"), default="small")
     parser.add_argument("--limit", type=int, default=None)
     parser.add_argument("--supports", type=Path, default=None, help="reuse a calibration file")
+    parser.add_argument("--engine-url", help="read the prompts with this engine's model")
+    parser.add_argument("--engine-chat-model", help="the engine's model id (default: its only one)")
+    parser.add_argument("--engine-api-key", help="bearer key for the engine")
     parser.add_argument(
         "--contrast",
         action=argparse.BooleanOptionalAction,
@@ -155,8 +185,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         reader, rows, contrast = earlier["reader"], earlier["pairs"], earlier["contrast"]
     else:
         contrast = args.contrast
-        reader, rows = collect_supports(args.profile, args.limit, contrast=contrast)
-    out = EVAL_DIR / f"calibration-{args.profile}-{reader}.json"
+        engine = None
+        if args.engine_url:
+            engine = {
+                "engine_url": args.engine_url,
+                "chat_model": args.engine_chat_model,
+                "engine_api_key": args.engine_api_key,
+            }
+        reader, rows = collect_supports(args.profile, args.limit, contrast=contrast, engine=engine)
+    name = reader if reader.startswith("engine-") else f"{args.profile}-{reader}"
+    out = EVAL_DIR / f"calibration-{name}.json"
     chosen = choose_thresholds(rows)
     chosen["cross_validated_balanced_accuracy"] = cross_validated_accuracy(rows)
     summary = summarise_at(rows, chosen["grounded_at"], chosen["not_grounded_below"])

@@ -111,7 +111,7 @@ def test_p_yes_read_from_engine_logprobs_matches_in_process(chat_engine, small_b
         engine_backend_api(chat_engine), chat_engine.model, embedded_chat_tokenizer("small")
     )
     gaps = []
-    for conversation in _judge_conversations(5):
+    for conversation in _judge_conversations(3):
         (p_local, tokens_local), (p_remote, tokens_remote) = (
             local.read(conversation),
             remote.read(conversation),
@@ -128,8 +128,9 @@ def engine_backend_api(chat_engine):
     return EngineAPI(chat_engine.url, None, 60.0, 0)
 
 
-def test_verdicts_equal_in_process_on_twenty_evaluation_pairs(engine_backend, small_backend):
-    cases = sorted(load_jsonl("groundedness.jsonl"), key=lambda c: len(c["context"]))[:20]
+def test_verdicts_equal_in_process(engine_backend, small_backend):
+    """A few pairs here; ``python -m benchmarks.engine_backend`` compares 20 and more."""
+    cases = sorted(load_jsonl("groundedness.jsonl"), key=lambda c: len(c["context"]))[:6]
     same, gaps = 0, []
     for case in cases:
         remote = engine_backend.check_groundedness(case["context"], case["response"])
