@@ -6,6 +6,7 @@ the in-process ones. Stopping it (SIGINT) leaves no Ray process behind."""
 from __future__ import annotations
 
 import collections
+import contextlib
 import math
 import os
 import signal
@@ -14,7 +15,6 @@ import sys
 import time
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 
 import httpx
 import psutil
@@ -30,12 +30,6 @@ AUTH = {"Authorization": f"Bearer {TEST_API_KEY}"}
 REPLICA_PREFIX = f"SERVE_REPLICA::{APP_NAME}#{DEPLOYMENT_NAME}#"
 STARTUP_TIMEOUT = 300.0
 STOP_TIMEOUT = 60.0
-
-
-@dataclass
-class Cluster:
-    url: str
-    process: subprocess.Popen[bytes]
 
 
 def _ready_replica(url: str) -> str | None:
@@ -61,8 +55,12 @@ def _wait_ready(url: str, process: subprocess.Popen[bytes], log: str, replicas: 
             time.sleep(0.2)
 
 
-def _stop(process: subprocess.Popen[bytes], started: list[psutil.Process]) -> list[str]:
+def _stop(process: subprocess.Popen[bytes]) -> list[str]:
     """SIGINT, as Ctrl-C; then whatever Ray process outlived the command is killed and named."""
+    if process.poll() is not None:
+        return []
+    # Ray's processes (GCS, raylet, controller, proxy, replicas) descend from the command.
+    started = psutil.Process(process.pid).children(recursive=True)
     process.send_signal(signal.SIGINT)
     try:
         process.wait(STOP_TIMEOUT)
@@ -72,13 +70,15 @@ def _stop(process: subprocess.Popen[bytes], started: list[psutil.Process]) -> li
     _, alive = psutil.wait_procs(started, timeout=STOP_TIMEOUT)
     left = []
     for leftover in alive:
-        left.append(" ".join(leftover.cmdline()[:2]) or leftover.name())
-        leftover.kill()
+        with contextlib.suppress(psutil.NoSuchProcess):
+            left.append(" ".join(leftover.cmdline()[:2]) or leftover.name())
+            leftover.kill()
     return left
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """The URL of ``serve --ray --replicas 2`` on the small profile, for the whole module."""
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("CORE_", "RAY_"))}
     env.update(CORE_API_KEYS=TEST_API_KEY, CORE_MODEL_PROFILE="small", CORE_CHAT_THREADS="1")
@@ -90,20 +90,16 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     url = f"http://{LOOPBACK}:{port}"
     try:
         _wait_ready(url, process, str(log), replicas=2)
-        # Ray's processes (GCS, raylet, controller, proxy, replicas) descend from the command.
-        started = psutil.Process(process.pid).children(recursive=True)
-        yield Cluster(url, process)
-    except BaseException:
-        process.kill()
-        raise
-    left = _stop(process, started)
+        yield url
+    finally:
+        left = _stop(process)
     assert process.returncode == 0, f"serve --ray exited with {process.returncode}; see {log}"
     assert not left, f"Ray processes outlived serve --ray: {left}"
 
 
 @pytest.fixture(scope="module")
-def http(cluster: Cluster) -> Iterator[httpx.Client]:
-    with httpx.Client(base_url=cluster.url, headers=AUTH, timeout=120) as client:
+def http(cluster: str) -> Iterator[httpx.Client]:
+    with httpx.Client(base_url=cluster, headers=AUTH, timeout=120) as client:
         yield client
 
 
@@ -128,7 +124,7 @@ def test_both_replicas_answer(http):
 @pytest.mark.model
 def test_keys_are_required(cluster):
     for headers in ({}, {"Authorization": "Bearer wrong"}):
-        response = httpx.get(f"{cluster.url}/v1/core/models", headers=headers)
+        response = httpx.get(f"{cluster}/v1/core/models", headers=headers)
         assert response.status_code == 401
         assert response.json()["error"]["type"] == "authentication_error"
         assert response.headers["x-served-by"].startswith(REPLICA_PREFIX)
@@ -166,10 +162,10 @@ def test_embeddings_equal_the_in_process_ones(http, small_backend):
 
 @pytest.mark.model
 def test_ready_and_health(cluster):
-    ready = httpx.get(f"{cluster.url}/ready")
+    ready = httpx.get(f"{cluster}/ready")
     assert ready.status_code == 200 and ready.json() == {"status": "ready"}
     assert ready.headers["x-served-by"].startswith(REPLICA_PREFIX)
-    assert httpx.get(f"{cluster.url}/health").json() == {"status": "ok", "ready": True}
+    assert httpx.get(f"{cluster}/health").json() == {"status": "ok", "ready": True}
 
 
 def test_serve_run_arguments_build_the_application(monkeypatch):
