@@ -8,6 +8,7 @@ import json
 import numpy as np
 import pytest
 
+from backend.protocol.catalogue import PASSAGE_MODEL, QUERY_MODEL
 from backend.testing.servers import running_server
 from langchain_core_ext import ChatCore, CoreEmbeddings, CoreGroundednessCheck
 from llamaindex_core_ext import Core, CoreEmbedding, CoreGroundednessEvaluator
@@ -85,7 +86,7 @@ def test_the_openai_sdk_chats_streams_calls_tools_and_embeds(gateway):
     )
     assert call.function.name == "get_weather"
     assert json.loads(call.function.arguments)["city"].lower() == "oslo"
-    vectors = sdk.embeddings.create(model="core-1-mini-embedding-query", input=["ferry", "배"])
+    vectors = sdk.embeddings.create(model=QUERY_MODEL, input=["ferry", "배"])
     assert len(vectors.data) == 2 and len(vectors.data[0].embedding) == 384
     with pytest.raises(openai.AuthenticationError):
         openai.OpenAI(
@@ -115,11 +116,7 @@ def test_the_adapters_take_the_engine_options(engine_options, small_backend):
     assert "4" in chat.invoke("What is 2 + 2? Answer with the number.").content
     texts = ["The ferry leaves at nine.", "東京は日本の首都です。"]
     remote = np.array(CoreEmbeddings(**engine_options).embed_documents(texts))
-    local = np.array(
-        small_backend.embed(
-            {"model": "core-1-mini-embedding-passage", "input": texts}
-        ).float_vectors()
-    )
+    local = np.array(small_backend.embed({"model": PASSAGE_MODEL, "input": texts}).float_vectors())
     assert np.sum(remote * local, axis=1).min() >= 0.9999
     check = CoreGroundednessCheck(**engine_options)
     assert check.invoke({"context": CONTEXT, "answer": "It closes at 20:00."}) == "notGrounded"
