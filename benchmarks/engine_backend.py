@@ -61,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             judge_calibration="small",
         )
         local_reader = YesNoReader(local.judge_reader().engine)
-        api = EngineAPI(chat.url, None, 60.0, 0)
+        api = EngineAPI(chat.url, None, 600.0, 0)
         remote_reader = EngineYesNoReading(api, chat.model, embedded_chat_tokenizer("small"))
         gaps = []
         for case in cases:
