@@ -25,7 +25,7 @@ Needs the ``ray`` extra: ``pip install 'core-textmodels[ray]'``.
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 try:
@@ -60,6 +60,8 @@ GROUNDEDNESS_BATCH_SIZE = 16
 #: or an engine are light, so there are four, sharing that CPU.
 IN_PROCESS_POOL = (1, 1.0)
 REMOTE_POOL = (4, 0.25)
+#: ``backend.connect`` options that send the requests elsewhere (a server, an engine).
+REMOTE_OPTIONS = ("base_url", "engine_url", "embeddings_url")
 
 VECTOR_TYPE = pa.list_(pa.float32())
 
@@ -73,6 +75,7 @@ def embed_dataset(
     batch_size: int | None = None,
     num_cpus: float | None = None,
     num_gpus: float | None = None,
+    ray_remote_args: Mapping[str, Any] | None = None,
     error_column: str = "error",
     **connect_options: Any,
 ) -> ray.data.Dataset:
@@ -86,7 +89,10 @@ def embed_dataset(
         concurrency: actors in the pool, or ``(min, max)`` to let Ray scale it (default: one
             actor running the models, four sending requests to a server or engine).
         batch_size: rows per batch an actor embeds (default ``EMBEDDING_BATCH_SIZE``).
-        num_cpus / num_gpus: reserved per actor (default: see ``IN_PROCESS_POOL``).
+        num_cpus / num_gpus: reserved per actor (default: see ``IN_PROCESS_POOL``); leave
+            the cluster a CPU for the tasks that read and write the dataset.
+        ray_remote_args: more options of each actor for ``map_batches`` (``memory``,
+            ``runtime_env={"env_vars": {"CORE_CHAT_THREADS": "4"}}``...).
         error_column: where failures go; an existing column of that name is replaced, so
             give another name when chaining this with ``check_groundedness_dataset``.
         **connect_options: for ``backend.connect`` in each actor (``profile="small"``,
@@ -113,6 +119,7 @@ def embed_dataset(
         batch_size=batch_size or EMBEDDING_BATCH_SIZE,
         num_cpus=num_cpus,
         num_gpus=num_gpus,
+        ray_remote_args=ray_remote_args,
     )
 
 
@@ -125,6 +132,7 @@ def check_groundedness_dataset(
     batch_size: int | None = None,
     num_cpus: float | None = None,
     num_gpus: float | None = None,
+    ray_remote_args: Mapping[str, Any] | None = None,
     error_column: str = "error",
     **connect_options: Any,
 ) -> ray.data.Dataset:
@@ -153,6 +161,7 @@ def check_groundedness_dataset(
         batch_size=batch_size or GROUNDEDNESS_BATCH_SIZE,
         num_cpus=num_cpus,
         num_gpus=num_gpus,
+        ray_remote_args=ray_remote_args,
     )
 
 
@@ -166,6 +175,7 @@ def _map(
     batch_size: int,
     num_cpus: float | None,
     num_gpus: float | None,
+    ray_remote_args: Mapping[str, Any] | None,
 ) -> ray.data.Dataset:
     """``map_batches`` over a pool of ``actor_class``, with the defaults of ``_default_pool``."""
     actors, cpus = _default_pool(connect_options)
@@ -182,13 +192,15 @@ def _map(
         compute=compute,
         num_cpus=cpus if num_cpus is None else num_cpus,
         num_gpus=num_gpus,
+        **(ray_remote_args or {}),
     )
 
 
 def _default_pool(connect_options: dict[str, Any]) -> tuple[int, float]:
     """Actors and CPUs per actor when not given: ``REMOTE_POOL`` where the options name a
-    server or an engine, else ``IN_PROCESS_POOL``."""
-    remote = connect_options.get("base_url") or connect_options.get("engine_url")
+    server or an engine, else ``IN_PROCESS_POOL``. (A ``CORE_BASE_URL`` in the workers'
+    environment is not seen here: name the server in the options.)"""
+    remote = any(connect_options.get(name) for name in REMOTE_OPTIONS)
     return REMOTE_POOL if remote else IN_PROCESS_POOL
 
 

@@ -115,7 +115,10 @@ def test_groundedness_over_a_server_has_no_support_and_bad_rows_fail_alone(offli
     ]
     out = _rows_by_id(
         check_groundedness_dataset(
-            ray.data.from_items(rows), **_server_options(running), **ONE_ACTOR
+            ray.data.from_items(rows),
+            ray_remote_args={"memory": 200 * 2**20},  # reaches map_batches with the pool's
+            **_server_options(running),
+            **ONE_ACTOR,
         )
     )
     local = offline_backend()
