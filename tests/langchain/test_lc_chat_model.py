@@ -413,7 +413,8 @@ def test_http_backend_is_built_once_with_the_client_options(monkeypatch):
     monkeypatch.setattr(backend, "connect", fake_connect)
     llm = ChatCore(base_url="http://127.0.0.1:9", api_key="k", timeout=3.5, max_retries=1)
     assert llm._get_backend() is llm._get_backend()
-    assert calls == [("http://127.0.0.1:9", "k", {"timeout": 3.5, "max_retries": 1})]
+    options = {"engine_url": None, "timeout": 3.5, "max_retries": 1}  # no engine named
+    assert calls == [("http://127.0.0.1:9", "k", options)]
 
 
 def test_in_process_backend_is_shared_and_lazy():
