@@ -6,7 +6,9 @@ Starts llama-cpp-python's server on the embedded small GGUF and the e5 embedding
 (``backend.testing.engine_servers``), then reports:
 
 * P(yes) of every judge reading of the ``--pairs`` shortest groundedness pairs, read from the
-  engine's ``top_logprobs`` and in-process: the largest gap;
+  engine's ``top_logprobs`` and in-process: the largest gap with nothing cached on either side
+  (``p_yes_gaps_from_clean_caches``), and the largest and median gaps as served, each reader
+  reusing what its cache holds;
 * the verdicts of those pairs both ways: how many are equal;
 * the gateway's added latency: the median of ``--requests`` one-token chat completions sent to
   the engine directly and through this project's server in front of it (baseline: direct).
@@ -29,7 +31,11 @@ from backend.local import InProcessBackend
 from backend.remote_engine import EngineBackend
 from backend.remote_engine.api import EngineAPI
 from backend.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
-from backend.testing.engine_servers import embeddings_engine, llama_cpp_engine
+from backend.testing.engine_servers import (
+    embeddings_engine,
+    llama_cpp_engine,
+    p_yes_gaps_from_clean_caches,
+)
 from backend.testing.servers import TEST_API_KEY, running_server
 from benchmarks.eval.run_eval import load_jsonl
 
@@ -63,16 +69,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         local_reader = YesNoReader(local.judge_reader().engine)
         api = EngineAPI(chat.url, None, 600.0, 0)
         remote_reader = EngineYesNoReading(api, chat.model, embedded_chat_tokenizer("small"))
-        gaps = []
-        for case in cases:
-            for question in (SUPPORT, CONTRAST):
-                for lead in reading_leads(question):
-                    conversation = [*lead, asked(question, case["context"], case["response"])]
-                    gaps.append(
-                        abs(
-                            local_reader.read(conversation)[0] - remote_reader.read(conversation)[0]
-                        )
-                    )
+        conversations = [
+            [*lead, asked(question, case["context"], case["response"])]
+            for case in cases
+            for question in (SUPPORT, CONTRAST)
+            for lead in reading_leads(question)
+        ]
+        clean = p_yes_gaps_from_clean_caches(chat, conversations)
+        gaps = [abs(local_reader.read(c)[0] - remote_reader.read(c)[0]) for c in conversations]
         same = 0
         for case in cases:
             a = remote.check_groundedness(case["context"], case["response"]).verdict
@@ -101,6 +105,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     report = {
         "pairs": len(cases),
         "readings": len(gaps),
+        "p_yes_clean_max_gap": round(max(clean), 5),
         "p_yes_max_gap": round(max(gaps), 4),
         "p_yes_median_gap": round(statistics.median(gaps), 4),
         "readings_within_0.02": sum(g <= 0.02 for g in gaps),

@@ -80,9 +80,12 @@ def llama_cpp_engine(
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(gguf[0])]
     command += ["--model_alias", alias, "--n_ctx", str(context_length)]
     command += ["--interrupt_requests", "false", "--host", LOOPBACK, "--port", str(port)]
-    # Prompts in the in-process engine's chunks: llama.cpp's numbers depend a little on the
-    # shape of the call that computed them (backend.engines.llamacpp_runner).
+    # Computed as in-process: prompts in the same chunks (llama.cpp's numbers depend a little
+    # on the shape of the call that computed them, backend.engines.llamacpp_runner), and flash
+    # attention, which llama.cpp's default context turns on where it runs and llama-cpp-python's
+    # server turns off.
     command += ["--n_batch", str(PREFILL_CHUNK), "--n_ubatch", str(PREFILL_CHUNK)]
+    command += ["--flash_attn", "true"]
     if threads is not None:
         command += ["--n_threads", str(threads), "--n_threads_batch", str(threads)]
     url = f"http://{LOOPBACK}:{port}/v1"
@@ -98,6 +101,46 @@ def llama_cpp_engine(
         except subprocess.TimeoutExpired:
             process.kill()
             process.wait()
+
+
+def forget_cached_prompt(engine: RunningEngine) -> None:
+    """Make llama-cpp-python's server evaluate its next prompt from the first token.
+
+    It continues from the longest prefix that the next prompt shares with the previous one,
+    so the shapes of the calls evaluating the rest, and the last digits of the logits, depend
+    on what came before; a one-word prompt shares nothing with a chat prompt.
+    """
+    body = {"model": engine.model, "prompt": "zebra", "max_tokens": 1}
+    httpx.post(f"{engine.url}/completions", json=body, timeout=120).raise_for_status()
+
+
+def p_yes_gaps_from_clean_caches(
+    engine: RunningEngine, conversations: list[list[dict[str, str]]], profile: str = "small"
+) -> list[float]:
+    """|P(yes) in-process - P(yes) from ``engine``| for each conversation, each read with
+    nothing cached on either side: a fresh in-process engine, the server's prompt forgotten.
+
+    Both readers' figures depend a little on what their caches hold; with nothing cached they
+    evaluate the same prompt the same way, so what is left is the reading itself.
+    """
+    from backend.chat.yes_no import YesNoReader
+    from backend.engines.loader import load_chat_engine
+    from backend.local.config import PROFILE_CHAT_MODELS
+    from backend.remote_engine.api import EngineAPI
+    from backend.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
+
+    api = EngineAPI(engine.url, None, 600.0, 0)
+    remote = EngineYesNoReading(api, engine.model, embedded_chat_tokenizer(profile))
+    gaps = []
+    for conversation in conversations:
+        local_engine = load_chat_engine(PROFILE_CHAT_MODELS[profile], "llama.cpp")
+        try:
+            p_local = YesNoReader(local_engine).read(conversation)[0]
+        finally:
+            local_engine.close()
+        forget_cached_prompt(engine)
+        gaps.append(abs(p_local - remote.read(conversation)[0]))
+    return gaps
 
 
 def embeddings_engine_app(engine: EmbeddingEngine, model_id: str):

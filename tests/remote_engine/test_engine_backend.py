@@ -14,6 +14,7 @@ from backend.groundedness.judge import CONTRAST, SUPPORT, asked, reading_leads
 from backend.protocol.catalogue import GROUNDEDNESS_MODEL, PASSAGE_MODEL, QUERY_MODEL
 from backend.protocol.errors import BadRequestError
 from backend.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
+from backend.testing.engine_servers import p_yes_gaps_from_clean_caches
 from benchmarks.eval.run_eval import load_jsonl
 
 pytestmark = pytest.mark.model
@@ -106,26 +107,19 @@ def _judge_conversations(limit: int) -> list[list[dict[str, str]]]:
 
 
 def test_p_yes_read_from_engine_logprobs_matches_in_process(chat_engine, small_backend):
+    conversations = _judge_conversations(3)
+    gaps = p_yes_gaps_from_clean_caches(chat_engine, conversations)
+    print(f"P(yes) remote vs in-process, clean caches, {len(gaps)} prompts: max {max(gaps):.5f}")
+    assert max(gaps) <= 0.02, gaps
+
+    # As served, each reader reuses what its cache holds, and the figures move a little
+    # (benchmarks/README.md, "Engines as backends"); the prompts are the same all the same.
     local = YesNoReader(small_backend.judge_reader().engine)
     remote = EngineYesNoReading(
         engine_backend_api(chat_engine), chat_engine.model, embedded_chat_tokenizer("small")
     )
-    gaps = []
-    for conversation in _judge_conversations(3):
-        (p_local, tokens_local), (p_remote, tokens_remote) = (
-            local.read(conversation),
-            remote.read(conversation),
-        )
-        assert tokens_remote == tokens_local  # the same chat template, the same prompt
-        gaps.append(abs(p_local - p_remote))
-    gaps.sort()
-    median = gaps[len(gaps) // 2]
-    print(f"P(yes) remote vs in-process over {len(gaps)} prompts: max gap {gaps[-1]:.4f}")
-    # Not equal: the engine's one-sequence cache and batches give logits a few hundredths away
-    # from the in-process engine's shared cache (Q4 on CPU). Bounded by what the in-process
-    # reader itself varies between runs (0.067 at most; benchmarks/README.md, "Engines as
-    # backends"); a misread (one spelling, no renormalising, the wrong token) moves it by tenths.
-    assert gaps[-1] <= 0.07 and median <= 0.02, gaps
+    for conversation in conversations[:2]:
+        assert local.read(conversation)[1] == remote.read(conversation)[1]
 
 
 def engine_backend_api(chat_engine):
