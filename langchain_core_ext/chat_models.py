@@ -346,17 +346,17 @@ class ChatCore(CoreConnection, BaseChatModel):
         TypedDict).
 
         Methods: ``function_calling`` (default) forces a call of a tool made from the
-        schema; ``json_schema`` does the same, as the service has no ``response_format``;
-        ``json_mode`` parses JSON from the reply text, which the service does not enforce:
-        the prompt must ask for JSON. With ``include_raw`` the result is
-        ``{"raw": AIMessage, "parsed": ..., "parsing_error": ...}``.
+        schema; ``json_schema`` sends the schema as ``response_format``, so the reply is JSON
+        valid against it (grammar-constrained); ``json_mode`` sends ``{"type": "json_object"}``,
+        so the reply is one JSON object, of a shape the prompt must describe. With
+        ``include_raw`` the result is ``{"raw": AIMessage, "parsed": ..., "parsing_error": ...}``.
         """
         if kwargs:
             raise ValueError(f"unsupported arguments: {', '.join(kwargs)}")
         is_pydantic = isinstance(schema, type) and is_basemodel_subclass(schema)
         trace_format = {"kwargs": {"method": method, "strict": strict}, "schema": schema}
         parser: Runnable[Any, Any]
-        if method in ("function_calling", "json_schema"):
+        if method == "function_calling":
             tool_name = convert_to_openai_tool(schema)["function"]["name"]
             llm = self.bind_tools(
                 [schema],
@@ -368,9 +368,19 @@ class ChatCore(CoreConnection, BaseChatModel):
                 parser = PydanticToolsParser(tools=[schema], first_tool_only=True)  # type: ignore[list-item]
             else:
                 parser = JsonOutputKeyToolsParser(key_name=tool_name, first_tool_only=True)
-        elif method == "json_mode":
+        elif method in ("json_schema", "json_mode"):
+            if method == "json_schema":
+                function = convert_to_openai_tool(schema, strict=strict)["function"]
+                json_schema = {"name": function["name"], "schema": function["parameters"]}
+                if function.get("description"):
+                    json_schema["description"] = function["description"]
+                if strict is not None:
+                    json_schema["strict"] = strict
+                response_format = {"type": "json_schema", "json_schema": json_schema}
+            else:
+                response_format = {"type": "json_object"}
             llm = self.bind(
-                ls_structured_output_format={"kwargs": {"method": method}, "schema": schema}
+                response_format=response_format, ls_structured_output_format=trace_format
             )
             parser = (
                 PydanticOutputParser(pydantic_object=schema) if is_pydantic else JsonOutputParser()

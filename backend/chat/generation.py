@@ -6,7 +6,8 @@ A ``Generation`` runs once and its tokens go through an ``OutputProcessor``. Wit
 whether to call a tool: the answer is generated freely until its first tokens show which it
 is (``backend.chat.tool_calls.opens_tool_call``); if they open a call, that free start is
 dropped and the call is generated again from its opening, under the constraint that makes it
-match a tool's schema. A plain answer continues as it started, unconstrained and unslowed.
+match a tool's schema. A plain answer continues as it started, unconstrained and unslowed;
+one in a ``response_format`` is generated again from the start under the format's constraint.
 Where the profile sets a threshold, a call the model itself finds unneeded for the message is
 dropped and the message answered without tools (``backend.chat.tool_need``).
 """
@@ -65,14 +66,17 @@ def _answer_or_call(
         for token in free:
             opening.append(token)
             text = engine.tokenizer.decode(opening, skip_special_tokens=False)  # type: ignore[attr-defined]
-            is_call = opens_tool_call(text)
+            is_call = opens_tool_call(text, json_answers=prompt.answer.constraint is not None)
             if is_call is not None or len(opening) >= OPENING_TOKENS:
                 break
-        if not is_call:
+        if not is_call and prompt.answer.constraint is None:
             yield from answer.read(itertools.chain(opening, free))
             return
     finally:
         free.close()
+    if not is_call:  # an answer in a response_format: generated again, held to the format
+        yield from answer.events(params)
+        return
     call = _Reading(engine, prompt.call, stop, should_stop).events(params)
     check = prompt.tool_need
     if tool_need_below is None or check is None:
@@ -84,7 +88,8 @@ def _answer_or_call(
     if not found or call_is_wanted(engine, check, found[0].function.name, tool_need_below):
         yield from held
         return
-    yield from _Reading(engine, Generation(check.plain_ids), stop, should_stop).events(params)
+    plain = Generation(check.plain_ids, constraint=prompt.answer.constraint)
+    yield from _Reading(engine, plain, stop, should_stop).events(params)
 
 
 class _Reading:

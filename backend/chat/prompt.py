@@ -125,6 +125,7 @@ def render_prompt(
     tools: Sequence[ToolDefinition] | None = None,
     tool_choice: ToolChoice | None = None,
     constrained: bool = False,
+    answer_format: JSONSchemaConstraint | None = None,
 ) -> RenderedPrompt:
     """Apply the chat template (with tool definitions) and tokenize.
 
@@ -132,6 +133,9 @@ def render_prompt(
     system message the default one is used, so the model does not introduce itself under its
     upstream name. ``constrained``: the engine constrains output to a JSON Schema, so calls
     are generated under the tools' schemas (``backend.chat.tool_calls.call_constraint``).
+    ``answer_format``: answers (not calls) are generated under it
+    (``backend.chat.response_format``); the system message asks for it too, since a model that
+    knows the schema fills it better than one only held to it.
     """
     if not getattr(tokenizer, "chat_template", None):
         raise BadRequestError(
@@ -145,6 +149,9 @@ def render_prompt(
         conversation = [_template_message(m) for m in messages]
     if conversation[0]["role"] != "system":
         conversation.insert(0, {"role": "system", "content": DEFAULT_SYSTEM_PROMPT})
+    if answer_format is not None:
+        system = conversation[0]
+        conversation[0] = {**system, "content": _asking_for(answer_format, system["content"])}
     active_tools = list(tools or ()) if tool_choice != "none" and not answering else []
     template_tools = [t.model_dump(exclude_none=True) for t in active_tools] or None
     text = tokenizer.apply_chat_template(
@@ -157,7 +164,8 @@ def render_prompt(
     tool_names = frozenset(t.function.name for t in active_tools)
     if not (constrained and active_tools):
         prefill = call_prefill(tool_choice, constrained=False) if active_tools else ""
-        return Generation(tokens(text + prefill), prefill, tool_names)
+        constraint = None if active_tools else answer_format
+        return Generation(tokens(text + prefill), prefill, tool_names, constraint)
     if isinstance(tool_choice, ToolChoiceObject):
         active_tools = [t for t in active_tools if t.function.name == tool_choice.function.name]
     prefill = call_prefill(tool_choice, constrained=True)
@@ -174,4 +182,13 @@ def render_prompt(
             descriptions={t.function.name: t.function.description or "" for t in active_tools},
             plain_ids=tokens(plain),
         )
-    return AnswerOrCall(Generation(tokens(text), "", tool_names), call, tool_need)
+    return AnswerOrCall(Generation(tokens(text), "", tool_names, answer_format), call, tool_need)
+
+
+def _asking_for(answer_format: JSONSchemaConstraint, system: str | None) -> str:
+    if answer_format.strict:
+        schema = answer_format.schema_json
+        ask = f"Answer with one JSON value valid against this JSON Schema:\n{schema}"
+    else:
+        ask = "Answer with one JSON object."
+    return f"{system}\n\n{ask}" if system else ask

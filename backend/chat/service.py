@@ -13,9 +13,11 @@ from contextlib import AbstractContextManager
 from backend.chat.generation import answer_events
 from backend.chat.output import OutputEvent
 from backend.chat.prompt import RenderedPrompt, render_prompt
+from backend.chat.response_format import format_constraint
 from backend.chat.responses import PreparedAnswer
-from backend.engines.base import ChatEngine, SamplingParams
+from backend.engines.base import ChatEngine, JSONSchemaConstraint, SamplingParams
 from backend.protocol.catalogue import ModelCard
+from backend.protocol.errors import BadRequestError
 from backend.protocol.schemas import ChatCompletionRequest
 from backend.protocol.validation import check_chat_request, check_context_budget
 
@@ -52,7 +54,18 @@ class ChatService:
             request.tools,
             request.tool_choice,
             constrained=self.engine.supports_constraints,
+            answer_format=self._answer_format(request),
         )
+
+    def _answer_format(self, request: ChatCompletionRequest) -> JSONSchemaConstraint | None:
+        constraint = format_constraint(request.response_format)
+        if constraint is not None and not self.engine.supports_constraints:
+            raise BadRequestError(
+                "invalid request: response_format needs constrained decoding, which this "
+                "chat engine lacks (install xgrammar: the local extra)",
+                param="response_format",
+            )
+        return constraint
 
     def prepare(self, request: ChatCompletionRequest, card: ModelCard) -> PreparedAnswer:
         """Check and render ``request`` now (errors raise here); run it when read.

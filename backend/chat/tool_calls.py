@@ -43,18 +43,23 @@ _FENCED = re.compile(r"```(?:json|tool_call)?\s*\n?(.*?)\n?\s*```", re.DOTALL)
 # ---------------------------------------------------------------- recognising a call
 
 
-def opens_tool_call(text: str) -> bool | None:
+def opens_tool_call(text: str, json_answers: bool = False) -> bool | None:
     """Whether an answer beginning with ``text`` is a tool call; None while undecided.
 
     A call opens with the tag, or with ``{"name"`` (or ``[{"name"`` for several calls), bare
-    or inside a ```json fence. Anything else is text.
+    or inside a ```json fence. Anything else is text. ``json_answers``: answers are JSON
+    themselves (a ``response_format``), so only the tag opens a call.
     """
     text = text.lstrip()
     if not text:
         return None
     if text.startswith(TOOL_CALL_OPEN):
         return True
-    if TOOL_CALL_OPEN.startswith(text) or "```".startswith(text):
+    if TOOL_CALL_OPEN.startswith(text):
+        return None
+    if json_answers:
+        return False
+    if "```".startswith(text):
         return None
     if text.startswith("```"):
         if "\n" not in text:

@@ -21,10 +21,12 @@ class JSONSchemaConstraint:
     """Output that must be one JSON value valid against a schema, then the end of the turn.
 
     The schema's text is the key under which engines cache its compiled grammar; keys are
-    written in the order the output must follow.
+    written in the order the output must follow. ``strict``: objects hold only the properties
+    the schema names (OpenAI's strict mode); off, ``{"type": "object"}`` is any object.
     """
 
     schema_json: str
+    strict: bool = True
 
     @property
     def schema(self) -> dict:

@@ -48,7 +48,7 @@ class ConstraintMasks:
         try:
             # The compiler caches compiled schemas: the same tools compile once.
             compiled = self._compiler.compile_json_schema(
-                constraint.schema_json, any_whitespace=False, strict_mode=True
+                constraint.schema_json, any_whitespace=False, strict_mode=constraint.strict
             )
         except RuntimeError as error:
             logger.warning("output left unconstrained: xgrammar cannot compile it: %s", error)

@@ -150,9 +150,7 @@ class GroundednessJudge:
         #: What comes before the pair in each reading of each question.
         self._leads = [(question, reading_leads(question)) for question in questions]
 
-    def _readings(
-        self, document: str, claim: str
-    ) -> list[tuple[list[dict[str, str]], bool]]:
+    def _readings(self, document: str, claim: str) -> list[tuple[list[dict[str, str]], bool]]:
         """The prompts of one (chunk, claim) pair, each with whether its "yes" speaks for
         the claim: every question asked alone and after the worked examples. The claim comes
         last, so readings of other claims against the same chunk share the prompt's

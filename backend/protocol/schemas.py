@@ -65,6 +65,38 @@ class ToolChoiceObject(_Request):
 ToolChoice = Literal["auto", "none", "required"] | ToolChoiceObject
 
 
+# ---------------------------------------------------------------- response_format (OpenAI's)
+
+
+class JSONSchemaFormat(_Request):
+    """``response_format.json_schema``: the schema every answer must validate against."""
+
+    model_config = ConfigDict(extra="ignore", populate_by_name=True, serialize_by_alias=True)
+
+    name: str = Field(min_length=1, max_length=64, pattern=r"^[A-Za-z0-9_-]+$")
+    description: str | None = None
+    schema_: dict[str, Any] = Field(
+        default_factory=dict, alias="schema", description="A JSON Schema (default: any object)."
+    )
+    strict: bool | None = Field(
+        default=None, description="Accepted as OpenAI's; answers always follow the schema."
+    )
+
+
+class ResponseFormat(_Request):
+    """``{"type": "text"}`` (default), ``{"type": "json_object"}`` (one JSON object), or
+    ``{"type": "json_schema", "json_schema": {...}}`` (valid against the schema)."""
+
+    type: Literal["text", "json_object", "json_schema"]
+    json_schema: JSONSchemaFormat | None = None
+
+    @model_validator(mode="after")
+    def _schema_with_its_type(self) -> ResponseFormat:
+        if self.type == "json_schema" and self.json_schema is None:
+            raise ValueError("response_format of type json_schema needs json_schema")
+        return self
+
+
 # ---------------------------------------------------------------- messages (2.2)
 
 
@@ -145,6 +177,11 @@ class ChatCompletionRequest(_Request):
     )
     seed: int | None = Field(default=None, description="Makes sampling reproducible.")
     n: int | None = Field(default=None, description="Only 1 is supported.")
+    response_format: ResponseFormat | None = Field(
+        default=None,
+        description="text (default), json_object or json_schema; JSON answers are "
+        "grammar-constrained, so they always parse (and validate against the schema).",
+    )
 
     @field_validator("temperature")
     @classmethod

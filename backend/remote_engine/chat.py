@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 from backend.chat.output import Finished, OutputEvent, OutputProcessor, ToolCallsFound
+from backend.chat.response_format import format_constraint
 from backend.chat.responses import PreparedAnswer
 from backend.chat.service import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from backend.protocol.catalogue import ModelCard
@@ -48,7 +49,7 @@ def engine_body(request: ChatCompletionRequest, model: str) -> dict[str, Any]:
     fields = request.model_dump(
         mode="json",
         exclude_none=True,
-        include={"messages", "tools", "tool_choice", "stop", "seed", "n"},
+        include={"messages", "tools", "tool_choice", "stop", "seed", "n", "response_format"},
     )
     body: dict[str, Any] = {
         **fields,
@@ -150,6 +151,7 @@ class EngineChatService:
             BadRequestError: the request breaks a rule of spec 2.2 / 4.1.
         """
         check_chat_request(request)
+        format_constraint(request.response_format)  # what the engine could not enforce: a 400
         body = engine_body(request, self._model())
         if streamed:
             body["stream_options"] = {"include_usage": True}

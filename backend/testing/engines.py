@@ -13,7 +13,7 @@ from collections.abc import Callable, Generator, Sequence
 
 import numpy as np
 
-from backend.engines.base import ChatEngine, EmbeddingEngine, SamplingParams
+from backend.engines.base import ChatEngine, EmbeddingEngine, JSONSchemaConstraint, SamplingParams
 
 EOS = 0
 
@@ -46,10 +46,17 @@ class ScriptedChatEngine(ChatEngine):
         reply: the answer to every prompt.
         context_length: the context it claims.
         token_delay: seconds slept before each token (a slow model).
+        constrains: claims to constrain decoding (``supports_constraints``): it records each
+            constraint given in ``constraints`` and answers ``reply`` all the same, so script
+            a reply that fits.
     """
 
     def __init__(
-        self, reply: str = "Hello there.", context_length: int = 4096, token_delay: float = 0.0
+        self,
+        reply: str = "Hello there.",
+        context_length: int = 4096,
+        token_delay: float = 0.0,
+        constrains: bool = False,
     ) -> None:
         self.tokenizer = CharTokenizer()
         self.context_length = context_length
@@ -59,6 +66,9 @@ class ScriptedChatEngine(ChatEngine):
         self.token_delay = token_delay
         self.generated = 0
         self.prompts: list[list[int]] = []
+        if constrains:
+            self.supports_constraints = True
+        self.constraints: list[JSONSchemaConstraint | None] = []
 
     def reply_for(self, prompt: str) -> str:
         return self.reply
@@ -68,8 +78,10 @@ class ScriptedChatEngine(ChatEngine):
         prompt_ids: Sequence[int],
         params: SamplingParams,
         should_stop: Callable[[], bool] = lambda: False,
+        constraint: JSONSchemaConstraint | None = None,
     ) -> Generator[int, None, None]:
         self.prompts.append(list(prompt_ids))
+        self.constraints.append(constraint)
         reply = self.reply_for(self.tokenizer.decode(prompt_ids))
         for i, token in enumerate([ord(c) for c in reply] + [EOS]):
             if i >= params.max_new_tokens or should_stop():

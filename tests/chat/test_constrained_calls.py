@@ -42,19 +42,15 @@ CONSTRAINED_CALL = '{"name": "get_weather", "arguments": {"city": "Oslo"}}'
 class ConstrainingEngine(ScriptedChatEngine):
     """Answers ``reply`` freely, and ``CONSTRAINED_CALL`` when given a constraint."""
 
-    supports_constraints = True
-
     def __init__(self, reply: str) -> None:
-        super().__init__(reply)
-        self.constraints: list = []
+        super().__init__(reply, constrains=True)  # records each constraint in .constraints
 
     def generate(self, prompt_ids, params, should_stop=lambda: False, constraint=None):
-        self.constraints.append(constraint)
         free_reply = self.reply
         if constraint is not None:
             self.reply = CONSTRAINED_CALL
         try:
-            yield from super().generate(prompt_ids, params, should_stop)
+            yield from super().generate(prompt_ids, params, should_stop, constraint)
         finally:
             self.reply = free_reply
 

@@ -311,3 +311,50 @@ def test_a_schema_xgrammar_cannot_compile_leaves_the_call_unconstrained(small_en
     )
     # greedy, so left unconstrained it is exactly the plain generation
     assert tokens == list(small_engine.generate(prompt, SamplingParams(max_new_tokens=8)))
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_response_format_answers_validate_on_the_engine(small_engine, temperature):
+    """A JSON Schema answer (nested object, array, enum, integer, boolean) sampled under its
+    format, and a json_object answer: both parse, the first validates."""
+    import json
+
+    import jsonschema
+
+    from backend.chat.prompt import render_prompt
+    from backend.chat.response_format import format_constraint
+    from backend.protocol.schemas import ChatMessage, ResponseFormat
+
+    schema = {
+        "type": "object",
+        "properties": {
+            "name": {"type": "string", "maxLength": 30},
+            "home": {
+                "type": "object",
+                "properties": {"city": {"type": "string", "maxLength": 30}},
+                "required": ["city"],
+            },
+            "languages": {"type": "array", "items": {"enum": ["ko", "ja", "en"]}, "maxItems": 3},
+            "age": {"type": "integer"},
+            "student": {"type": "boolean"},
+        },
+        "required": ["name", "home", "languages", "age", "student"],
+        "additionalProperties": False,
+    }
+    message = [ChatMessage(role="user", content="민수는 부산에 사는 24살 학생이고 영어를 해요.")]
+    formats = [
+        ResponseFormat.model_validate(
+            {"type": "json_schema", "json_schema": {"name": "person", "schema": schema}}
+        ),
+        ResponseFormat(type="json_object"),
+    ]
+    for response_format in formats:
+        constraint = format_constraint(response_format)
+        prompt = render_prompt(small_engine.tokenizer, message, answer_format=constraint)
+        params = SamplingParams(max_new_tokens=120, temperature=temperature, seed=7)
+        tokens = list(small_engine.generate(prompt.ids, params, constraint=constraint))
+        assert tokens[-1] in small_engine.eos_token_ids  # the value complete, the turn ends
+        answer = json.loads(_text(small_engine, tokens))
+        assert isinstance(answer, dict)
+        if constraint.strict:
+            jsonschema.validate(answer, schema)

@@ -26,8 +26,10 @@ from backend.local.shared import shared_backend
 from backend.protocol.errors import BadRequestError
 from backend.testing import (
     CharCountEmbeddingEngine,
+    RecordingBackend,
     ScriptedChatEngine,
     StubBackend,
+    offline_backend,
     scripted_backend,
 )
 from langchain_core_ext import ChatCore
@@ -213,13 +215,17 @@ def test_bind_tools_sends_tools_and_forced_choice(scripted):
 
 @pytest.mark.parametrize("how", ["invoke", "ainvoke"])
 async def test_structured_output_pydantic_and_json_schema(how, scripted):
-    reply = '{"name": "Ann", "age": 31}}\n</tool_call>'
+    call, answer = '{"name": "Ann", "age": 31}}\n</tool_call>', '{"name": "Ann", "age": 31}'
     for schema, expected in [
         (Person, Person(name="Ann", age=31)),
         (Person.model_json_schema(), {"name": "Ann", "age": 31}),
     ]:
         for method in ("function_calling", "json_schema"):
-            service = scripted(reply)
+            if method == "function_calling":
+                service = scripted(call)
+            else:
+                engine = ScriptedChatEngine(answer, constrains=True)
+                service = RecordingBackend(offline_backend(engine))
             structured = ChatCore(backend=service).with_structured_output(schema, method=method)
             result = (
                 structured.invoke("Ann is 31")
@@ -227,10 +233,21 @@ async def test_structured_output_pydantic_and_json_schema(how, scripted):
                 else await structured.ainvoke("Ann is 31")
             )
             assert result == expected
-            assert service.requests[-1]["tool_choice"] == {
-                "type": "function",
-                "function": {"name": "Person"},
-            }
+            request = service.requests[-1]
+            if method == "function_calling":
+                assert request["tool_choice"] == {
+                    "type": "function",
+                    "function": {"name": "Person"},
+                }
+                continue
+            assert "tools" not in request
+            response_format = request["response_format"]
+            assert response_format["type"] == "json_schema"
+            assert response_format["json_schema"]["name"] == "Person"
+            assert response_format["json_schema"]["schema"]["required"] == ["name", "age"]
+            # ...and the engine was held to it
+            constraint = engine.constraints[-1]
+            assert constraint.schema["required"] == ["name", "age"]
 
 
 def test_structured_output_include_raw_and_parsing_error(scripted):
@@ -249,8 +266,9 @@ def test_structured_output_include_raw_and_parsing_error(scripted):
     assert broken["parsed"] is None and broken["parsing_error"] is not None
 
 
-def test_structured_output_json_mode_parses_the_reply(scripted):
-    service = scripted('```json\n{"name": "Ann", "age": 31}\n```')
+def test_structured_output_json_mode_sends_json_object(scripted):
+    engine = ScriptedChatEngine('{"name": "Ann", "age": 31}', constrains=True)
+    service = RecordingBackend(offline_backend(engine))
     result = (
         ChatCore(backend=service)
         .with_structured_output(Person, method="json_mode")
@@ -258,6 +276,8 @@ def test_structured_output_json_mode_parses_the_reply(scripted):
     )
     assert result == Person(name="Ann", age=31)
     assert "tools" not in service.requests[-1]
+    assert service.requests[-1]["response_format"] == {"type": "json_object"}
+    assert engine.constraints[-1] is not None and not engine.constraints[-1].strict
     with pytest.raises(ValueError, match="unknown method"):
         ChatCore(backend=service).with_structured_output(Person, method="xml")
 

@@ -152,3 +152,27 @@ def test_the_check_answers_through_chat_as_in_process(engine_backend):
         }
     )
     assert reply.choices[0].message.content == "grounded"
+
+
+def test_response_format_reaches_the_engine(engine_backend):
+    # llama-cpp-python's server enforces json_object (its grammar); json_schema it passes
+    # over, where vLLM, llama-server and Ollama enforce it: the format is the engine's to keep.
+    answer = engine_backend.chat(
+        _ask("Anna is 31 and lives in Oslo. Give her name and age.", max_tokens=60)
+        | {"response_format": {"type": "json_object"}}
+    )
+    assert isinstance(json.loads(answer.choices[0].message.content), dict)
+
+
+def test_a_schema_no_engine_could_enforce_is_refused_before_it_is_sent(engine_backend):
+    schema = {"type": "object", "not": {"required": ["a"]}}
+    with pytest.raises(BadRequestError, match="'not'"):
+        engine_backend.chat(
+            _ask("hi")
+            | {
+                "response_format": {
+                    "type": "json_schema",
+                    "json_schema": {"name": "x", "schema": schema},
+                }
+            }
+        )
