@@ -13,6 +13,7 @@ from backend.chat.response_format import JSON_OBJECT, format_constraint
 from backend.chat.tool_calls import opens_tool_call
 from backend.protocol.errors import BadRequestError
 from backend.protocol.schemas import ChatCompletionRequest, ResponseFormat
+from tests.chat.test_constrained_calls import WEATHER
 
 PERSON = {
     "type": "object",
@@ -137,19 +138,7 @@ def test_json_object_answers_are_objects(small_backend):
 
 @pytest.mark.model
 def test_with_tools_the_model_calls_or_answers_in_the_format(small_backend):
-    tool = {
-        "type": "function",
-        "function": {
-            "name": "get_weather",
-            "description": "Current weather in a city",
-            "parameters": {
-                "type": "object",
-                "properties": {"city": {"type": "string"}},
-                "required": ["city"],
-            },
-        },
-    }
-    answer = small_backend.chat(_request(_schema_format(PERSON), tools=[tool]))
+    answer = small_backend.chat(_request(_schema_format(PERSON), tools=[WEATHER]))
     message = answer.choices[0].message
     if message.tool_calls:
         assert message.tool_calls[0].function.name == "get_weather"
