@@ -10,7 +10,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend.groundedness.request import groundedness_request, read_verdict
-from backend.protocol.catalogue import model_list
+from backend.protocol.catalogue import Operation, model_list, resolve_model, serving_card
+from backend.protocol.errors import NotImplementedByBackendError
 from backend.protocol.schemas import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -20,6 +21,8 @@ from backend.protocol.schemas import (
     ModelList,
     Verdict,
 )
+from backend.protocol.tokenize import TokenizeRequest, TokenizeResponse
+from backend.protocol.validation import parse_request
 
 ChatRequestLike = ChatCompletionRequest | Mapping[str, Any]
 EmbeddingRequestLike = EmbeddingRequest | Mapping[str, Any]
@@ -193,6 +196,33 @@ class Backend(abc.ABC):
             BadRequestError: the body does not fit the request schema.
         """
         raise NotImplementedError(f"{type(self).__name__} has no local chat tokenizer")
+
+    def count_tokens(self, request: TokenizeRequest | Mapping[str, Any]) -> TokenizeResponse:
+        """What ``POST /v1/core/tokenize`` answers: a chat request's prompt tokens (its
+        messages, tools and response format, as the model reads them) or a text's.
+
+        Raises:
+            BadRequestError / NotFoundError: a bad body, or not a chat model.
+            NotImplementedByBackendError: the chat model's tokenizer is not in this process.
+        """
+        req = parse_request(TokenizeRequest, request)
+        card = serving_card(resolve_model(req.model, Operation.CHAT))
+        try:
+            if req.input is not None:
+                tokens = self.tokenize(req.input)
+                count = len(tokens)
+            else:
+                chat_fields = {"messages", "tools", "tool_choice", "response_format"}
+                chat = req.model_dump(mode="json", exclude_none=True, include=chat_fields)
+                tokens, count = None, self.count_prompt_tokens({"model": req.model, **chat})
+        except NotImplementedError as exc:
+            raise NotImplementedByBackendError(
+                f"counting tokens needs the chat model's tokenizer, which {type(self).__name__} "
+                "does not hold; ask the engine that runs the model"
+            ) from exc
+        return TokenizeResponse(
+            model=card.version, count=count, max_model_len=card.context_length, tokens=tokens
+        )
 
     def close(self) -> None:
         """Release connections or models; the backend is unusable afterwards."""

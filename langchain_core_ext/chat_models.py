@@ -402,11 +402,13 @@ class ChatCore(CoreConnection, BaseChatModel):
     # ------------------------------------------------------------------ token counting
 
     def get_token_ids(self, text: str) -> list[int]:
-        """Token ids from the model's own tokenizer (in-process) or ``custom_get_token_ids``.
+        """Token ids from the model's own tokenizer (in-process, or the server's
+        ``/v1/core/tokenize``), else ``custom_get_token_ids``.
 
         Raises:
-            NotImplementedError: over HTTP without ``custom_get_token_ids``: the tokenizer is
-                in the server, and LangChain's GPT-2 fallback would need a download.
+            NotImplementedError: the backend cannot count (a server in front of an engine, an
+                engine backend) and there is no ``custom_get_token_ids``; LangChain's GPT-2
+                fallback would need a download.
         """
         try:
             return self._get_backend().tokenize(text)
@@ -414,13 +416,14 @@ class ChatCore(CoreConnection, BaseChatModel):
             if self.custom_get_token_ids is not None:
                 return self.custom_get_token_ids(text)
             raise NotImplementedError(
-                "token ids need the chat model's tokenizer, which runs in the server; pass "
+                "token ids need the chat model's tokenizer, which this backend cannot reach; pass "
                 "custom_get_token_ids, or use get_num_tokens for an estimate"
             ) from None
 
     def get_num_tokens(self, text: str) -> int:
-        """Exact with the in-process tokenizer or ``custom_get_token_ids``; else an offline
-        estimate (``estimate_token_count``), never a tokenizer download."""
+        """Exact with the model's tokenizer (in-process or the server's) or
+        ``custom_get_token_ids``; else an offline estimate (``estimate_token_count``), never a
+        tokenizer download."""
         try:
             return len(self.get_token_ids(text))
         except NotImplementedError:
@@ -431,9 +434,9 @@ class ChatCore(CoreConnection, BaseChatModel):
     ) -> int:
         """Prompt tokens of ``messages`` (and ``tools``).
 
-        In-process this renders the prompt exactly as the service does, so it equals the
-        ``input_tokens`` a call reports; over HTTP it is LangChain's per-message sum of
-        ``get_num_tokens``.
+        In-process and over HTTP (the server's ``/v1/core/tokenize``) this renders the prompt
+        exactly as the service does, so it equals the ``input_tokens`` a call reports; where
+        the backend cannot count, it is LangChain's per-message sum of ``get_num_tokens``.
         """
         request = {
             "model": self.model,

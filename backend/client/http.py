@@ -33,8 +33,10 @@ from backend.interface import (
     ChatStream,
     EmbeddingRequestLike,
 )
-from backend.protocol.errors import InternalServerError
+from backend.protocol.catalogue import DEFAULT_CHAT_MODEL
+from backend.protocol.errors import InternalServerError, NotImplementedByBackendError
 from backend.protocol.schemas import ChatCompletion, EmbeddingList, ModelList
+from backend.protocol.tokenize import TokenizeRequest, TokenizeResponse
 
 API_PATH = "/v1/core"
 __all__ = ["DEFAULT_MAX_RETRIES", "DEFAULT_TIMEOUT", "HTTPBackend", "normalise_base_url"]
@@ -150,3 +152,29 @@ class HTTPBackend(Backend):
 
     async def aembed(self, request: EmbeddingRequestLike) -> EmbeddingList:
         return _parse(await self._asend("POST", "/embeddings", _body(request)), EmbeddingList)
+
+    # ------------------------------------------------------------------ token counts
+
+    def count_tokens(self, request: TokenizeRequest | Mapping[str, Any]) -> TokenizeResponse:
+        return _parse(self._send("POST", "/tokenize", _body(request)), TokenizeResponse)
+
+    def tokenize(self, text: str) -> list[int]:
+        """The chat model's token ids for ``text``, from the server's ``/tokenize``.
+
+        Raises:
+            NotImplementedError: the server cannot count (it fronts an engine).
+        """
+        answer = self._counted({"model": DEFAULT_CHAT_MODEL, "input": text})
+        return answer.tokens or []
+
+    def count_prompt_tokens(self, request: ChatRequestLike) -> int:
+        """A chat request's prompt tokens as the server's model reads them (``/tokenize``)."""
+        body = _body(request)
+        fields = ("model", "messages", "tools", "tool_choice", "response_format")
+        return self._counted({k: body[k] for k in fields if k in body}).count
+
+    def _counted(self, body: dict[str, Any]) -> TokenizeResponse:
+        try:
+            return self.count_tokens(body)
+        except NotImplementedByBackendError as exc:
+            raise NotImplementedError(exc.message) from exc

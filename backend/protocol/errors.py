@@ -89,6 +89,13 @@ class InternalServerError(APIStatusError):
     error_type = "server_error"
 
 
+class NotImplementedByBackendError(APIStatusError):
+    """What this backend cannot do (counting tokens without the model's tokenizer)."""
+
+    status_code = 501
+    error_type = "server_error"
+
+
 class ServiceUnavailableError(RetryAfterError):
     status_code = 503
     error_type = "service_unavailable_error"
@@ -114,6 +121,7 @@ _BY_STATUS: dict[int, type[APIStatusError]] = {
     422: BadRequestError,
     429: RateLimitError,
     500: InternalServerError,
+    501: NotImplementedByBackendError,
     503: ServiceUnavailableError,
 }
 

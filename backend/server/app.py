@@ -26,6 +26,7 @@ from starlette.types import Scope
 
 from backend.interface import Backend
 from backend.protocol.schemas import ChatCompletionChunk, ChatCompletionRequest, EmbeddingRequest
+from backend.protocol.tokenize import TokenizeRequest
 from backend.server.auth import BearerAuth
 from backend.server.context import ServerContext
 from backend.server.errors import install_exception_handlers, logger
@@ -73,7 +74,7 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         title=app.title, version=app.version, description=app.description, routes=app.routes
     )
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    for model in (ChatCompletionRequest, EmbeddingRequest, ChatCompletionChunk):
+    for model in (ChatCompletionRequest, EmbeddingRequest, TokenizeRequest, ChatCompletionChunk):
         model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, definition in model_schema.pop("$defs", {}).items():
             components.setdefault(name, definition)

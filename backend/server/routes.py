@@ -7,6 +7,7 @@ still describes the request models (see ``app.py``).
 
 from __future__ import annotations
 
+import asyncio
 import time
 from typing import Any, Literal
 
@@ -23,6 +24,7 @@ from backend.protocol.schemas import (
     ModelList,
     StreamOptions,
 )
+from backend.protocol.tokenize import TokenizeRequest, TokenizeResponse
 from backend.protocol.validation import parse_request
 from backend.server.context import ServerContext
 from backend.server.json_body import parse_json_body
@@ -40,6 +42,7 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         429: "Every model place is taken and the queue is full; see Retry-After.",
         500: "Internal error; the message names the request id it was logged under.",
         503: "Models loading or server shutting down; see Retry-After.",
+        501: "This server's backend cannot do it (counting without the model's tokenizer).",
         504: "The request ran past the server's request timeout.",
     }
     return {s: {"model": ErrorResponse, "description": reasons[s]} for s in statuses}
@@ -152,6 +155,24 @@ async def embeddings(request: Request) -> Response:
     result = await context.run_model(lambda: backend.aembed(embedding_request), deadline)
     context.metrics.count_tokens(result.model, result.usage.prompt_tokens)
     return Response(result.model_dump_json(), media_type="application/json")
+
+
+@router.post(
+    f"{API_PREFIX}/tokenize",
+    response_model=TokenizeResponse,
+    responses={**_MODEL_ERRORS, **_errors(501)},
+    openapi_extra=_json_body(TokenizeRequest),
+    summary="Count a chat request's prompt tokens, or a text's (vLLM's shape)",
+)
+async def tokenize(request: Request) -> Response:
+    context = _context(request)
+    deadline = context.deadline()
+    tokenize_request = parse_request(TokenizeRequest, await _read_json(request))
+    backend = context.backend
+    result = await context.run_model(
+        lambda: asyncio.to_thread(backend.count_tokens, tokenize_request), deadline
+    )
+    return Response(result.model_dump_json(exclude_none=True), media_type="application/json")
 
 
 @router.get(

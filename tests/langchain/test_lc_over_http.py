@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import pytest
 from langchain_core.documents import Document
+from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 
 from backend.chat.prompt import DEFAULT_SYSTEM_PROMPT
@@ -13,7 +14,6 @@ from backend.protocol.errors import AuthenticationError, BadRequestError
 from backend.testing import CharTokenizer, scripted_backend
 from backend.testing.servers import TEST_API_KEY
 from langchain_core_ext import ChatCore, CoreEmbeddings, CoreGroundednessCheck
-from langchain_core_ext.chat_models import estimate_token_count
 
 # A forced call's opening is already in the prompt: the model writes the arguments on.
 ADD_ARGUMENTS = '{"a": 1, "b": 2}}\n</tool_call>'
@@ -107,15 +107,15 @@ def test_groundedness_check(server):
     assert service.requests[-1]["messages"][0]["content"] == "A is 1.\n\nB is 2."
 
 
-def test_token_counts_over_http_are_offline_estimates(server):
+def test_token_counts_over_http_are_the_servers_exact_ones(server):
     server("x")
     llm = ChatCore()
-    assert llm.get_num_tokens("Hello, world!") == estimate_token_count("Hello, world!")
-    with pytest.raises(NotImplementedError, match="custom_get_token_ids"):
-        llm.get_token_ids("Hello")
-    # the usage the server reports is exact: the scripted model's character-level prompt
+    assert llm.get_token_ids("Hello") == [ord(c) for c in "Hello"]  # the scripted tokenizer
+    assert llm.get_num_tokens("Hello, world!") == len("Hello, world!")
+    # ...and a conversation counts as the usage a call reports: the template's prompt
     prompt = CharTokenizer().apply_chat_template(
         [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT}, {"role": "user", "content": "hi"}]
     )
+    assert llm.get_num_tokens_from_messages([HumanMessage("hi")]) == len(prompt)
     usage = llm.invoke("hi").usage_metadata
     assert (usage["input_tokens"], usage["output_tokens"]) == (len(prompt), 2)  # "x" + EOS
