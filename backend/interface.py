@@ -21,7 +21,7 @@ from backend.protocol.schemas import (
     ModelList,
     Verdict,
 )
-from backend.protocol.tokenize import TokenizeRequest, TokenizeResponse
+from backend.protocol.tokenize import COUNTED_CHAT_FIELDS, TokenizeRequest, TokenizeResponse
 from backend.protocol.validation import parse_request
 
 ChatRequestLike = ChatCompletionRequest | Mapping[str, Any]
@@ -212,8 +212,9 @@ class Backend(abc.ABC):
                 tokens = self.tokenize(req.input)
                 count = len(tokens)
             else:
-                chat_fields = {"messages", "tools", "tool_choice", "response_format"}
-                chat = req.model_dump(mode="json", exclude_none=True, include=chat_fields)
+                chat = req.model_dump(
+                    mode="json", exclude_none=True, include=set(COUNTED_CHAT_FIELDS)
+                )
                 tokens, count = None, self.count_prompt_tokens({"model": req.model, **chat})
         except NotImplementedError as exc:
             raise NotImplementedByBackendError(

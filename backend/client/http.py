@@ -36,7 +36,7 @@ from backend.interface import (
 from backend.protocol.catalogue import DEFAULT_CHAT_MODEL
 from backend.protocol.errors import InternalServerError, NotImplementedByBackendError
 from backend.protocol.schemas import ChatCompletion, EmbeddingList, ModelList
-from backend.protocol.tokenize import TokenizeRequest, TokenizeResponse
+from backend.protocol.tokenize import COUNTED_CHAT_FIELDS, TokenizeRequest, TokenizeResponse
 
 API_PATH = "/v1/core"
 __all__ = ["DEFAULT_MAX_RETRIES", "DEFAULT_TIMEOUT", "HTTPBackend", "normalise_base_url"]
@@ -170,7 +170,7 @@ class HTTPBackend(Backend):
     def count_prompt_tokens(self, request: ChatRequestLike) -> int:
         """A chat request's prompt tokens as the server's model reads them (``/tokenize``)."""
         body = _body(request)
-        fields = ("model", "messages", "tools", "tool_choice", "response_format")
+        fields = ("model", *COUNTED_CHAT_FIELDS)
         return self._counted({k: body[k] for k in fields if k in body}).count
 
     def _counted(self, body: dict[str, Any]) -> TokenizeResponse:

@@ -12,6 +12,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from backend.protocol.schemas import ChatMessage, ResponseFormat, ToolChoice, ToolDefinition
 
+#: The fields of a chat request that change its prompt, and so its count.
+COUNTED_CHAT_FIELDS = ("messages", "tools", "tool_choice", "response_format")
+
 
 class TokenizeRequest(BaseModel):
     model_config = ConfigDict(extra="ignore")

@@ -41,8 +41,8 @@ def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
         413: "Request body over the server's limit.",
         429: "Every model place is taken and the queue is full; see Retry-After.",
         500: "Internal error; the message names the request id it was logged under.",
-        503: "Models loading or server shutting down; see Retry-After.",
         501: "This server's backend cannot do it (counting without the model's tokenizer).",
+        503: "Models loading or server shutting down; see Retry-After.",
         504: "The request ran past the server's request timeout.",
     }
     return {s: {"model": ErrorResponse, "description": reasons[s]} for s in statuses}
