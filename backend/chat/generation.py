@@ -22,6 +22,10 @@ from backend.chat.prompt import AnswerOrCall, Generation, RenderedPrompt
 from backend.chat.tool_calls import opens_tool_call
 from backend.chat.tool_need import call_is_wanted
 from backend.engines.base import ChatEngine, SamplingParams
+from backend.protocol.schemas import TokenLogprob
+
+#: Turns a generated token into its log-probability entry (``TokenLogprobsReader``).
+DescribeToken = Callable[[int], TokenLogprob]
 
 #: Tokens read at most before deciding that an answer is not a call (a fence and ``{"name"``
 #: take about six).
@@ -35,6 +39,7 @@ def answer_events(
     stop: Sequence[str],
     should_stop: Callable[[], bool],
     tool_need_below: float | None = None,
+    logprobs: DescribeToken | None = None,
 ) -> Iterator[OutputEvent]:
     """The output events of the answer to ``prompt``.
 
@@ -43,11 +48,13 @@ def answer_events(
         should_stop: polled between tokens (a client that went away).
         tool_need_below: with ``AnswerOrCall``, a generated call is kept only if the model
             finds the tool needed with at least this probability; None keeps every call.
+        logprobs: with logprobs asked (``params.top_logprobs`` set), what turns each token
+            into its entry; the events then carry them (``backend.chat.output``).
     """
     if isinstance(prompt, Generation):
-        yield from _Reading(engine, prompt, stop, should_stop).events(params)
+        yield from _Reading(engine, prompt, stop, should_stop, logprobs).events(params)
         return
-    yield from _answer_or_call(engine, prompt, params, stop, should_stop, tool_need_below)
+    yield from _answer_or_call(engine, prompt, params, stop, should_stop, tool_need_below, logprobs)
 
 
 def _answer_or_call(
@@ -57,8 +64,9 @@ def _answer_or_call(
     stop: Sequence[str],
     should_stop: Callable[[], bool],
     tool_need_below: float | None,
+    logprobs: DescribeToken | None,
 ) -> Iterator[OutputEvent]:
-    answer = _Reading(engine, prompt.answer, stop, should_stop)
+    answer = _Reading(engine, prompt.answer, stop, should_stop, logprobs)
     free = engine.generate(prompt.answer.ids, params, answer.should_stop)
     try:
         opening: list[int] = []
@@ -77,7 +85,7 @@ def _answer_or_call(
     if not is_call:  # an answer in a response_format: generated again, held to the format
         yield from answer.events(params)
         return
-    call = _Reading(engine, prompt.call, stop, should_stop).events(params)
+    call = _Reading(engine, prompt.call, stop, should_stop, logprobs).events(params)
     check = prompt.tool_need
     if tool_need_below is None or check is None:
         yield from call
@@ -89,7 +97,7 @@ def _answer_or_call(
         yield from held
         return
     plain = Generation(check.plain_ids, constraint=prompt.answer.constraint)
-    yield from _Reading(engine, plain, stop, should_stop).events(params)
+    yield from _Reading(engine, plain, stop, should_stop, logprobs).events(params)
 
 
 class _Reading:
@@ -102,6 +110,7 @@ class _Reading:
         generation: Generation,
         stop: Sequence[str],
         should_stop: Callable[[], bool],
+        logprobs: DescribeToken | None = None,
     ) -> None:
         self._engine = engine
         self._generation = generation
@@ -113,6 +122,7 @@ class _Reading:
             stop=stop,
             tool_names=generation.tool_names,
             prefill=generation.prefill,
+            logprobs=logprobs,
         )
 
     def should_stop(self) -> bool:

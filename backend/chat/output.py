@@ -4,25 +4,37 @@ The processor turns token ids into events (text deltas, tool calls, the finish) 
 arrive. A streamed response sends the events as chunks; a non-streamed response is the
 events folded together, so under greedy decoding the concatenated stream equals the
 non-streamed message by construction.
+
+When a request asks for logprobs, every event carries the log-probability entries of the
+tokens behind it: a text delta those of the tokens whose text it completes (a token whose
+text is still held back, for a possible stop sequence or tool call, waits for the delta that
+releases it), a tool call those of every token generated for it (as vLLM), the finish those
+of tokens that added no text (a special token). The end-of-turn token has no entry, and
+tokens whose text a stop sequence cuts are not sent: the entries spell the answer sent.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from backend.chat.tool_calls import opens_tool_call, parse_tool_calls
-from backend.protocol.schemas import FinishReason, ToolCall
+from backend.protocol.schemas import FinishReason, TokenLogprob, ToolCall
+
+#: The log-probability entries of the tokens behind an event (empty unless asked for).
+Logprobs = tuple[TokenLogprob, ...]
 
 
 @dataclass(frozen=True)
 class TextDelta:
     text: str
+    logprobs: Logprobs = ()
 
 
 @dataclass(frozen=True)
 class ToolCallsFound:
     calls: list[ToolCall]
+    logprobs: Logprobs = ()
 
 
 @dataclass(frozen=True)
@@ -32,6 +44,7 @@ class Finished:
     #: The prompt's tokens where only the model's answer tells them (an engine behind an
     #: API); None: the count the answer was prepared with.
     prompt_tokens: int | None = None
+    logprobs: Logprobs = ()
 
 
 OutputEvent = TextDelta | ToolCallsFound | Finished
@@ -84,6 +97,15 @@ def _held_stop_prefix(text: str, stops: Sequence[str]) -> int:
     return longest
 
 
+@dataclass
+class _PendingEntry:
+    """A token's entry, not yet sent; ``end``: where its text ends in the generated text
+    (None while the detokenizer still holds its text back)."""
+
+    entry: TokenLogprob
+    end: int | None = None
+
+
 class OutputProcessor:
     """Consumes generated token ids; produces ``OutputEvent`` lists.
 
@@ -95,6 +117,8 @@ class OutputProcessor:
         tool_names: the request's callable tools; empty when tools are off.
         prefill: text already placed in the assistant turn by the prompt (a forced tool
             call's opening); it is part of what is parsed, not of what is generated.
+        logprobs: with logprobs asked, turns a generated token into its entry
+            (``backend.chat.logprobs.TokenLogprobsReader``); None: events carry none.
     """
 
     def __init__(
@@ -105,6 +129,7 @@ class OutputProcessor:
         stop: Sequence[str] = (),
         tool_names: frozenset[str] = frozenset(),
         prefill: str = "",
+        logprobs: Callable[[int], TokenLogprob] | None = None,
     ) -> None:
         self._detok = IncrementalDetokenizer(tokenizer, prompt_ids[-6:])
         self._eos = eos_token_ids
@@ -114,6 +139,9 @@ class OutputProcessor:
         self._text = ""  # generated text so far, cut at a stop sequence
         self._emitted = 0  # how much of _text went out as TextDelta
         self._holding_for_tools = bool(tool_names)
+        self._describe = logprobs
+        self._pending: list[_PendingEntry] = []
+        self._produced = 0  # length of the generated text, before any stop-sequence cut
         self.completion_tokens = 0
         self.stopped = False  # a stop sequence or an end-of-turn token was reached
         self._done = False
@@ -126,16 +154,21 @@ class OutputProcessor:
         if token_id in self._eos:
             self.stopped = True
             return []
+        if self._describe is not None:
+            self._pending.append(_PendingEntry(self._describe(token_id)))
         self._add_text(self._detok.push(token_id))
         return self._release()
 
-    def feed_text(self, piece: str) -> list[OutputEvent]:
+    def feed_text(self, piece: str, logprobs: Iterable[TokenLogprob] = ()) -> list[OutputEvent]:
         """Take generated text decoded elsewhere (an engine behind an API), counted as one
-        token; return the events it completes."""
-        if self.stopped or not piece:
+        token, with the entries of the tokens behind it; return the events it completes."""
+        entries = [_PendingEntry(entry, None if piece else self._produced) for entry in logprobs]
+        if self.stopped or not (piece or entries):
             return []
-        self.completion_tokens += 1
-        self._add_text(piece)
+        self._pending.extend(entries)
+        if piece:
+            self.completion_tokens += 1
+            self._add_text(piece)
         return self._release()
 
     def finish(self) -> list[OutputEvent]:
@@ -145,22 +178,42 @@ class OutputProcessor:
         self._done = True
         if not self.stopped:
             self._add_text(self._detok.flush())
+        for pending in self._pending:  # tokens that added no text
+            pending.end = self._produced if pending.end is None else pending.end
+        end = len(self._text)
         events: list[OutputEvent] = []
         if self._holding_for_tools:
             parsed = parse_tool_calls(self._prefill + self._text, self._tool_names)
             if parsed.tool_calls:
-                events.append(ToolCallsFound(parsed.tool_calls))
-                self._emitted = len(self._text)
+                events.append(ToolCallsFound(parsed.tool_calls, self._entries_until(end)))
+                self._emitted = end
             self._holding_for_tools = False
-        if self._emitted < len(self._text):
-            events.append(TextDelta(self._text[self._emitted :]))
-            self._emitted = len(self._text)
-        events.append(Finished("stop" if self.stopped else "length", self.completion_tokens))
+        if self._emitted < end:
+            events.append(TextDelta(self._text[self._emitted :], self._entries_until(end)))
+            self._emitted = end
+        reason = "stop" if self.stopped else "length"
+        events.append(Finished(reason, self.completion_tokens, logprobs=self._entries_until(end)))
+        self._pending.clear()  # what is left was cut by a stop sequence
         return events
+
+    def _entries_until(self, end: int) -> Logprobs:
+        """Take the pending entries of the tokens whose text ends by ``end``."""
+        ready = 0
+        for pending in self._pending:
+            if pending.end is None or pending.end > end:
+                break
+            ready += 1
+        taken, self._pending = self._pending[:ready], self._pending[ready:]
+        return tuple(pending.entry for pending in taken)
 
     def _add_text(self, piece: str) -> None:
         if not piece:
             return
+        self._produced += len(piece)
+        for pending in reversed(self._pending):  # the unplaced ones are the last
+            if pending.end is not None:
+                break
+            pending.end = self._produced
         start = max(len(self._text) - max((len(s) for s in self._stops), default=0), 0)
         self._text += piece
         hits = [at for stop in self._stops if (at := self._text.find(stop, start)) != -1]
@@ -184,4 +237,4 @@ class OutputProcessor:
             return []
         delta = self._text[self._emitted : end]
         self._emitted = end
-        return [TextDelta(delta)]
+        return [TextDelta(delta, self._entries_until(end))]

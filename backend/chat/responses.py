@@ -10,12 +10,13 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from backend.chat.output import Finished, OutputEvent, TextDelta, ToolCallsFound
+from backend.chat.output import Finished, Logprobs, OutputEvent, TextDelta, ToolCallsFound
 from backend.protocol.schemas import (
     AssistantMessage,
     ChatCompletion,
     ChatCompletionChunk,
     Choice,
+    ChoiceLogprobs,
     ChunkChoice,
     Delta,
     FunctionCallDelta,
@@ -38,6 +39,8 @@ class PreparedAnswer:
     #: Runs the model and yields the output events; polls its argument (stop asked?) between
     #: tokens, and frees the model when closed early.
     run: Callable[[Callable[[], bool]], Iterator[OutputEvent]]
+    #: Whether the request asked for logprobs (``choices[].logprobs`` is null otherwise).
+    logprobs: bool = False
 
 
 def complete(prepared: PreparedAnswer) -> ChatCompletion:
@@ -48,6 +51,7 @@ def complete(prepared: PreparedAnswer) -> ChatCompletion:
         created=now(),
         model=prepared.model,
         prompt_tokens=prepared.prompt_tokens,
+        logprobs=prepared.logprobs,
     )
 
 
@@ -62,6 +66,7 @@ def stream(
         model=prepared.model,
         prompt_tokens=prepared.prompt_tokens,
         include_usage=prepared.include_usage,
+        logprobs=prepared.logprobs,
     )
 
 
@@ -83,12 +88,16 @@ def fold_completion(
     created: int,
     model: str,
     prompt_tokens: int,
+    logprobs: bool = False,
 ) -> ChatCompletion:
-    """The non-streamed response: every event of the stream, folded into one message."""
+    """The non-streamed response: every event of the stream, folded into one message
+    (with ``logprobs``, every event's entries in order)."""
     text: list[str] = []
     calls: list[ToolCall] = []
+    entries = []
     finished = Finished("stop", 0)
     for event in events:
+        entries.extend(event.logprobs)
         if isinstance(event, TextDelta):
             text.append(event.text)
         elif isinstance(event, ToolCallsFound):
@@ -102,7 +111,13 @@ def fold_completion(
         id=completion_id,
         created=created,
         model=model,
-        choices=[Choice(message=message, finish_reason=finished.reason)],
+        choices=[
+            Choice(
+                message=message,
+                logprobs=ChoiceLogprobs(content=entries) if logprobs else None,
+                finish_reason=finished.reason,
+            )
+        ],
         usage=_usage(prompt_tokens, finished),
     )
 
@@ -138,27 +153,36 @@ def stream_chunks(
     model: str,
     prompt_tokens: int,
     include_usage: bool,
+    logprobs: bool = False,
 ) -> Iterator[ChatCompletionChunk]:
     """The streamed response: a role chunk, one chunk per delta, a finish chunk, and the
-    usage chunk (empty ``choices``) when asked for. All share one ``id`` and ``created``."""
+    usage chunk (empty ``choices``) when asked for. All share one ``id`` and ``created``.
 
-    def chunk(delta: Delta, finish: Finished | None = None) -> ChatCompletionChunk:
-        return ChatCompletionChunk(
-            id=completion_id,
-            created=created,
-            model=model,
-            choices=[ChunkChoice(delta=delta, finish_reason=finish.reason if finish else None)],
+    With ``logprobs``, a chunk with output carries the entries of the tokens behind it (a
+    tool call's on its first chunk), and the finish chunk those of tokens that added no text;
+    other chunks have ``logprobs: null``.
+    """
+
+    def chunk(
+        delta: Delta, finish: Finished | None = None, entries: Logprobs | None = None
+    ) -> ChatCompletionChunk:
+        choice = ChunkChoice(
+            delta=delta,
+            logprobs=ChoiceLogprobs(content=list(entries)) if entries is not None else None,
+            finish_reason=finish.reason if finish else None,
         )
+        return ChatCompletionChunk(id=completion_id, created=created, model=model, choices=[choice])
 
     yield chunk(Delta(role="assistant", content=""))
     for event in events:
         if isinstance(event, TextDelta):
-            yield chunk(Delta(content=event.text))
+            yield chunk(Delta(content=event.text), entries=event.logprobs if logprobs else None)
         elif isinstance(event, ToolCallsFound):
-            for delta in _tool_call_deltas(event.calls):
-                yield chunk(delta)
+            for index, delta in enumerate(_tool_call_deltas(event.calls)):
+                entries = (event.logprobs if index == 0 else ()) if logprobs else None
+                yield chunk(delta, entries=entries)
         else:
-            yield chunk(Delta(), event)
+            yield chunk(Delta(), event, entries=event.logprobs or None)
             if include_usage:
                 yield ChatCompletionChunk(
                     id=completion_id,

@@ -7,10 +7,12 @@ comes back runs the model when read (``backend.chat.responses``), through the on
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 
 from backend.chat.generation import answer_events
+from backend.chat.logprobs import TokenLogprobsReader
 from backend.chat.output import OutputEvent
 from backend.chat.prompt import RenderedPrompt, render_prompt
 from backend.chat.response_format import format_constraint
@@ -44,6 +46,11 @@ class ChatService:
         self.engine = engine
         self._turn = turn
         self._tool_need_below = tool_need_below
+
+    @functools.cached_property
+    def _logprobs_reader(self) -> TokenLogprobsReader:
+        """Built on the first request with logprobs (it reads the whole vocabulary once)."""
+        return TokenLogprobsReader(self.engine.tokenizer)
 
     def render(self, request: ChatCompletionRequest) -> RenderedPrompt:
         """The request's prompt as the engine will read it (also for a part of a
@@ -86,7 +93,9 @@ class ChatService:
             temperature=DEFAULT_TEMPERATURE if request.temperature is None else request.temperature,
             top_p=DEFAULT_TOP_P if request.top_p is None else request.top_p,
             seed=request.seed,
+            top_logprobs=(request.top_logprobs or 0) if request.logprobs else None,
         )
+        logprobs = self._logprobs_reader if request.logprobs else None
 
         def run(should_stop: Callable[[], bool]) -> Iterator[OutputEvent]:
             with self._turn():
@@ -97,6 +106,7 @@ class ChatService:
                     request.stop or (),
                     should_stop,
                     self._tool_need_below,
+                    logprobs,
                 )
 
         return PreparedAnswer(
@@ -104,4 +114,5 @@ class ChatService:
             prompt_tokens=len(rendered.ids),
             include_usage=request.include_usage,
             run=run,
+            logprobs=bool(request.logprobs),
         )

@@ -43,12 +43,17 @@ class SamplingParams:
         temperature: 0 means greedy decoding; otherwise softmax temperature.
         top_p: nucleus sampling mass in (0, 1]; 1 disables it.
         seed: optional seed that makes sampling reproducible.
+        top_logprobs: None (the default) computes no log-probabilities; a number from 0 to
+            20 makes ``generate`` yield ``ScoredToken`` ids carrying each token's
+            log-probability and those of the ``top_logprobs`` most likely tokens
+            (``backend.engines.logprobs``).
     """
 
     max_new_tokens: int
     temperature: float = 0.0
     top_p: float = 1.0
     seed: int | None = None
+    top_logprobs: int | None = None
 
     @property
     def greedy(self) -> bool:
@@ -87,7 +92,8 @@ class ChatEngine(abc.ABC):
         """Yield generated token ids one at a time, as soon as each is decoded.
 
         The iterator yields the end-of-turn token too when the model produces one, and then
-        ends; it ends without one after ``params.max_new_tokens`` tokens. ``should_stop`` is
+        ends; it ends without one after ``params.max_new_tokens`` tokens (with
+        ``params.top_logprobs`` set, each id is a ``ScoredToken``). ``should_stop`` is
         polled before every decoding step so a caller (a stop sequence, a disconnected client)
         can end generation within one token. Closing the iterator early must free its state.
         """

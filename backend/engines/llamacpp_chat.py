@@ -185,7 +185,7 @@ class LlamaCppChatEngine(ChatEngine):
             if self._masks is None:
                 self._masks = ConstraintMasks(self.tokenizer, self._vocab_size, self.eos_token_ids)
             mask = self._masks.start(constraint)
-        if mask is None and params.greedy:
+        if mask is None and params.greedy and params.top_logprobs is None:
             return lambda logits: int(np.argmax(logits))
         import torch
 

@@ -6,6 +6,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
+from backend.engines.logprobs import scored_token
+
 if TYPE_CHECKING:
     from backend.engines.base import SamplingParams
     from backend.engines.token_mask import TokenMask
@@ -19,7 +21,8 @@ def choose_token(
 ) -> int:
     """The next token: masked first when the output is constrained, then greedy or sampled.
 
-    ``logits`` (1-D float32) is masked in place.
+    ``logits`` (1-D float32) is masked in place. With ``params.top_logprobs`` set, the token
+    is a ``ScoredToken`` scored on the masked logits, before temperature and top-p.
     """
     if mask is not None:
         mask.apply(logits)
@@ -29,6 +32,8 @@ def choose_token(
         token = sample_token(logits, params.temperature, params.top_p, generator)
     if mask is not None:
         mask.accept(token)
+    if params.top_logprobs is not None:
+        return scored_token(torch.log_softmax(logits, dim=-1), token, params.top_logprobs)
     return token
 
 

@@ -19,6 +19,7 @@ from backend.engines.base import ChatEngine
 from backend.groundedness.calibration import JudgeCalibration
 from backend.groundedness.judge import Assessment, GroundednessJudge
 from backend.protocol.catalogue import ModelCard
+from backend.protocol.errors import BadRequestError
 from backend.protocol.schemas import ChatCompletionRequest, Verdict
 from backend.protocol.validation import check_groundedness_messages
 
@@ -66,6 +67,11 @@ class GroundednessService:
         its usage is known up front (the async paths call this from a worker thread). The
         request's temperature is validated but changes nothing: the judge samples nothing.
         """
+        if request.logprobs or request.top_logprobs is not None:
+            raise BadRequestError(
+                "invalid request: logprobs are not available for the groundedness check, "
+                "whose verdict is read from the judge's probabilities, not generated"
+            )
         verdict, assessment = self.judge_request(request)
 
         def run(should_stop: Callable[[], bool]) -> Iterator[OutputEvent]:

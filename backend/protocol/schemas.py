@@ -17,6 +17,9 @@ Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "length"]
 Verdict = Literal["grounded", "notGrounded", "notSure"]
 
+#: The most alternatives ``top_logprobs`` may ask for (OpenAI's limit).
+MAX_TOP_LOGPROBS = 20
+
 
 class _Request(BaseModel):
     model_config = ConfigDict(extra="ignore")
@@ -182,6 +185,14 @@ class ChatCompletionRequest(_Request):
         description="text (default), json_object or json_schema; JSON answers are "
         "grammar-constrained, so they always parse (and validate against the schema).",
     )
+    logprobs: bool | None = Field(
+        default=None,
+        description="Return the log-probability of each output token (choices[].logprobs).",
+    )
+    top_logprobs: int | None = Field(
+        default=None,
+        description="0 to 20: the most likely tokens listed at each position; needs logprobs.",
+    )
 
     @field_validator("temperature")
     @classmethod
@@ -202,6 +213,13 @@ class ChatCompletionRequest(_Request):
     def _positive_max_tokens(cls, value: int | None) -> int | None:
         if value is not None and value < 1:
             raise ValueError(f"max_tokens must be at least 1, got {value}")
+        return value
+
+    @field_validator("top_logprobs")
+    @classmethod
+    def _top_logprobs_range(cls, value: int | None) -> int | None:
+        if value is not None and not 0 <= value <= MAX_TOP_LOGPROBS:
+            raise ValueError(f"top_logprobs must be between 0 and {MAX_TOP_LOGPROBS}, got {value}")
         return value
 
     @field_validator("n")
@@ -277,6 +295,30 @@ class Usage(_Response):
     total_tokens: int
 
 
+class TopLogprob(_Response):
+    """One of the most likely tokens at a position (OpenAI's shape)."""
+
+    token: str = Field(description="The token's text (its bytes as UTF-8, with replacement).")
+    logprob: float
+    bytes: list[int] | None = Field(
+        default=None, description="The token's raw UTF-8 bytes (a character may span tokens)."
+    )
+
+
+class TokenLogprob(TopLogprob):
+    """An output token, its log-probability and the most likely tokens at its position."""
+
+    top_logprobs: list[TopLogprob] = Field(default_factory=list)
+
+
+class ChoiceLogprobs(_Response):
+    """``choices[].logprobs`` when the request asked for them (null otherwise)."""
+
+    content: list[TokenLogprob] | None = Field(
+        default=None, description="The output tokens, in order."
+    )
+
+
 class AssistantMessage(_Response):
     role: Literal["assistant"] = "assistant"
     content: str | None
@@ -286,7 +328,9 @@ class AssistantMessage(_Response):
 class Choice(_Response):
     index: int = 0
     message: AssistantMessage
-    logprobs: None = None
+    logprobs: ChoiceLogprobs | None = Field(
+        default=None, description="null unless the request set logprobs."
+    )
     finish_reason: FinishReason
 
 
@@ -321,7 +365,9 @@ class Delta(_Response):
 class ChunkChoice(_Response):
     index: int = 0
     delta: Delta
-    logprobs: None = None
+    logprobs: ChoiceLogprobs | None = Field(
+        default=None, description="With logprobs: the entries of the tokens behind this delta."
+    )
     finish_reason: FinishReason | None = None
 
 

@@ -119,6 +119,8 @@ def check_chat_request(request: ChatCompletionRequest) -> None:
                 )
             open_calls.discard(message.tool_call_id)
     _check_tools(request)
+    if request.top_logprobs is not None and not request.logprobs:
+        raise BadRequestError("invalid request: top_logprobs needs logprobs set to true")
 
 
 def _check_tools(request: ChatCompletionRequest) -> None:

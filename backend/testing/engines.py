@@ -14,6 +14,7 @@ from collections.abc import Callable, Generator, Sequence
 import numpy as np
 
 from backend.engines.base import ChatEngine, EmbeddingEngine, JSONSchemaConstraint, SamplingParams
+from backend.engines.logprobs import ScoredToken
 
 EOS = 0
 
@@ -89,7 +90,11 @@ class ScriptedChatEngine(ChatEngine):
             if self.token_delay:
                 time.sleep(self.token_delay)
             self.generated += 1
-            yield token
+            if params.top_logprobs is not None:
+                # The script is certain: each token has all the probability.
+                yield ScoredToken(token, 0.0, ((token, 0.0),) if params.top_logprobs else ())
+            else:
+                yield token
 
     def next_token_logprobs(
         self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]
