@@ -8,7 +8,8 @@ and tool calls the engine wrote as text (``<tool_call>{...}``, a fenced JSON blo
 started without a tool parser) parsed by the project's own parser. Calls the engine parsed
 itself are kept as it sent them. Whole or streamed, the events become the spec's completion or
 its chunks (``backend.chat.responses``), with this service's id and ``created`` on every chunk
-and the catalogue's versioned model name.
+and the catalogue's versioned model name. ``logprobs`` and ``top_logprobs`` go to the engine,
+and the entries it returns go out with the text it sent them with.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from backend.protocol.catalogue import ModelCard
 from backend.protocol.schemas import (
     ChatCompletionRequest,
     FunctionCall,
+    TokenLogprob,
     ToolCall,
     new_tool_call_id,
 )
@@ -49,7 +51,17 @@ def engine_body(request: ChatCompletionRequest, model: str) -> dict[str, Any]:
     fields = request.model_dump(
         mode="json",
         exclude_none=True,
-        include={"messages", "tools", "tool_choice", "stop", "seed", "n", "response_format"},
+        include={
+            "messages",
+            "tools",
+            "tool_choice",
+            "stop",
+            "seed",
+            "n",
+            "response_format",
+            "logprobs",
+            "top_logprobs",
+        },
     )
     body: dict[str, Any] = {
         **fields,
@@ -106,9 +118,13 @@ def _events(
         if choice is None:
             continue
         message = choice.message or choice.delta
-        if message is not None and (message.content or message.tool_calls):
+        entries = [
+            TokenLogprob.model_validate(entry.model_dump())
+            for entry in (choice.logprobs.content or () if choice.logprobs else ())
+        ]
+        if message is not None and (message.content or message.tool_calls or entries):
             engine_calls.add(message.tool_calls or ())
-            yield from processor.feed_text(message.content or "")
+            yield from processor.feed_text(message.content or "", entries)
         reason = choice.finish_reason or reason
         if processor.stopped or should_stop():
             break
@@ -124,6 +140,7 @@ def _events(
                 "stop" if stopped else "length",
                 completion_tokens,
                 prompt_tokens=usage.prompt_tokens if usage else None,
+                logprobs=event.logprobs,
             )
         elif not (calls and isinstance(event, ToolCallsFound)):
             yield event
@@ -171,4 +188,5 @@ class EngineChatService:
             prompt_tokens=0,  # the engine's count arrives with its answer (``Finished``)
             include_usage=request.include_usage,
             run=run,
+            logprobs=bool(request.logprobs),
         )

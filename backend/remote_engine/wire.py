@@ -29,6 +29,7 @@ class EngineToolCall(_Lenient):
 class EngineTopLogprob(_Lenient):
     token: str
     logprob: float
+    bytes: list[int] | None = None
 
 
 class EngineTokenLogprob(_Lenient):
