@@ -132,6 +132,9 @@ class ChatCore(CoreConnection, BaseChatModel):
     Args (besides the connection settings of ``CoreConnection``):
         model: a chat model name (spec 2.1); responses report the versioned name.
         temperature, max_tokens, top_p, stop: sampling settings (unset: the service's).
+        logprobs, top_logprobs: return each output token's log-probability (and the
+            ``top_logprobs`` most likely tokens at its position) in
+            ``response_metadata["logprobs"]``, as ``ChatOpenAI`` does.
         streaming: make ``invoke`` stream internally (callbacks see every token).
         stream_usage: ask for usage on the last streamed chunk (default on).
     """
@@ -143,6 +146,10 @@ class ChatCore(CoreConnection, BaseChatModel):
     max_tokens: int | None = Field(default=None, description="Cap on generated tokens.")
     top_p: float | None = Field(default=None, description="Nucleus sampling mass in (0, 1].")
     stop: list[str] | None = Field(default=None, description="Up to 4 stop sequences.")
+    logprobs: bool | None = Field(default=None, description="Return token log-probabilities.")
+    top_logprobs: int | None = Field(
+        default=None, description="0 to 20 most likely tokens per position; needs logprobs."
+    )
     streaming: bool = Field(default=False, description="Stream internally on invoke.")
     stream_usage: bool = Field(default=True, description="Usage on the last streamed chunk.")
 
@@ -222,7 +229,7 @@ class ChatCore(CoreConnection, BaseChatModel):
             "model": kwargs.pop("model", None) or self.model,
             "messages": messages_to_wire(messages),
         }
-        for name in ("temperature", "max_tokens", "top_p"):
+        for name in ("temperature", "max_tokens", "top_p", "logprobs", "top_logprobs"):
             value = kwargs.pop(name, getattr(self, name))
             if value is not None:
                 request[name] = value
@@ -245,10 +252,11 @@ class ChatCore(CoreConnection, BaseChatModel):
     @staticmethod
     def _chat_result(completion: ChatCompletion) -> ChatResult:
         message = completion_to_message(completion)
-        generation = ChatGeneration(
-            message=message,
-            generation_info={"finish_reason": completion.choices[0].finish_reason},
-        )
+        choice = completion.choices[0]
+        info: dict[str, Any] = {"finish_reason": choice.finish_reason}
+        if choice.logprobs is not None:
+            info["logprobs"] = choice.logprobs.model_dump()  # LangChain adds it to the metadata
+        generation = ChatGeneration(message=message, generation_info=info)
         return ChatResult(
             generations=[generation],
             llm_output={

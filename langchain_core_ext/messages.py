@@ -192,8 +192,9 @@ def chunk_to_generation(chunk: ChatCompletionChunk) -> ChatGenerationChunk:
 
     The finish chunk's ``generation_info`` holds ``finish_reason`` and ``model_name``
     (LangChain merges it into ``response_metadata``); only that chunk sets them, so they are
-    not concatenated when chunks are added. The usage chunk (empty ``choices``) carries
-    ``usage_metadata``.
+    not concatenated when chunks are added. A chunk with log-probabilities has them there
+    too, under ``logprobs`` (``{"content": [...]}``, whose lists add up as chunks are added,
+    as ``ChatOpenAI``'s). The usage chunk (empty ``choices``) carries ``usage_metadata``.
     """
     usage = usage_to_metadata(chunk.usage) if chunk.usage else None
     info: dict[str, Any] = {}
@@ -213,6 +214,8 @@ def chunk_to_generation(chunk: ChatCompletionChunk) -> ChatGenerationChunk:
         ]
         if choice.finish_reason is not None:
             info = {"finish_reason": choice.finish_reason, "model_name": chunk.model}
+        if choice.logprobs is not None:
+            info["logprobs"] = choice.logprobs.model_dump()
     message = AIMessageChunk(
         content=content,
         tool_call_chunks=tool_call_chunks,
