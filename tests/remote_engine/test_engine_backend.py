@@ -176,3 +176,18 @@ def test_a_schema_no_engine_could_enforce_is_refused_before_it_is_sent(engine_ba
                 }
             }
         )
+
+
+def test_logprobs_are_the_engines_passed_on_whole_and_streamed(engine_backend):
+    request = _ask("Say hello.", max_tokens=8) | {"logprobs": True, "top_logprobs": 3}
+    choice = engine_backend.chat(request).choices[0]
+    entries = choice.logprobs.content
+    assert "".join(entry.token for entry in entries) == choice.message.content
+    assert all(len(entry.top_logprobs) == 3 for entry in entries)
+    assert all(entry.top_logprobs[0].token == entry.token for entry in entries)  # greedy
+    with engine_backend.stream_chat(request) as stream:
+        chunks = [c for c in stream if c.choices and c.choices[0].logprobs]
+    assert [e.token for c in chunks for e in c.choices[0].logprobs.content] == [
+        e.token for e in entries
+    ]
+    assert engine_backend.chat(_ask("Say hello.", max_tokens=4)).choices[0].logprobs is None
