@@ -9,7 +9,7 @@ When a request asks for logprobs, every event carries the log-probability entrie
 tokens behind it: a text delta those of the tokens whose text it completes (a token whose
 text is still held back, for a possible stop sequence or tool call, waits for the delta that
 releases it), a tool call those of every token generated for it (as vLLM), the finish those
-of tokens that added no text (a special token). The end-of-turn token has no entry, and
+of last tokens that added no text (special tokens). The end-of-turn token has no entry, and
 tokens whose text a stop sequence cuts are not sent: the entries spell the answer sent.
 """
 
