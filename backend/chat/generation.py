@@ -113,6 +113,7 @@ class _Reading:
             stop=stop,
             tool_names=generation.tool_names,
             prefill=generation.prefill,
+            json_bounds=generation.constraint.bounds if generation.constraint else None,
         )
 
     def should_stop(self) -> bool:

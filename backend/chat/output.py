@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from backend.chat.tool_calls import opens_tool_call, parse_tool_calls
+from backend.engines.json_bounds import JSONBounds, reached_bound
 from backend.protocol.schemas import FinishReason, ToolCall
 
 
@@ -95,6 +96,8 @@ class OutputProcessor:
         tool_names: the request's callable tools; empty when tools are off.
         prefill: text already placed in the assistant turn by the prompt (a forced tool
             call's opening); it is part of what is parsed, not of what is generated.
+        json_bounds: the bounds of output generated under a JSON constraint: one that
+            reached them finishes with "length", like one cut by ``max_tokens``.
     """
 
     def __init__(
@@ -105,12 +108,14 @@ class OutputProcessor:
         stop: Sequence[str] = (),
         tool_names: frozenset[str] = frozenset(),
         prefill: str = "",
+        json_bounds: JSONBounds | None = None,
     ) -> None:
         self._detok = IncrementalDetokenizer(tokenizer, prompt_ids[-6:])
         self._eos = eos_token_ids
         self._stops = list(stop)
         self._tool_names = tool_names
         self._prefill = prefill
+        self._json_bounds = json_bounds
         self._text = ""  # generated text so far, cut at a stop sequence
         self._emitted = 0  # how much of _text went out as TextDelta
         self._holding_for_tools = bool(tool_names)
@@ -155,8 +160,15 @@ class OutputProcessor:
         if self._emitted < len(self._text):
             events.append(TextDelta(self._text[self._emitted :]))
             self._emitted = len(self._text)
-        events.append(Finished("stop" if self.stopped else "length", self.completion_tokens))
+        events.append(Finished(self._finish_reason(), self.completion_tokens))
         return events
+
+    def _finish_reason(self) -> FinishReason:
+        if not self.stopped:
+            return "length"
+        if self._json_bounds is not None and reached_bound(self._text, self._json_bounds):
+            return "length"
+        return "stop"
 
     def _add_text(self, piece: str) -> None:
         if not piece:
