@@ -7,6 +7,7 @@ has two bounds, both in characters of the generated JSON text:
 
 - a string that has run ``string_chars`` is closed: its next token must be one that starts
   with the closing quote (where the grammar allows one);
+- a number that has run ``NUMBER_CHARS`` is ended: its next token must not continue it;
 - once the whole value has run ``total_chars``, it is wound up: each next token closes the
   open string, array or object where the grammar allows, else ends the scalar being written,
   so the remaining required members get the shortest values the schema allows.
@@ -32,8 +33,11 @@ from typing import Any
 STRING_CHARS = 1000
 #: The whole value's characters before it is wound up.
 TOTAL_CHARS = 8000
+#: A number's characters before it is ended: more than a float64 or an int64 needs.
+NUMBER_CHARS = 32
 
 _QUOTE, _BACKSLASH = 0x22, 0x5C
+_NUMBER_BYTES = frozenset(b"0123456789.eE+-")
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,7 @@ class JSONScanner:
         self.in_string = False
         self.escaped = False  # the last byte began an escape inside a string
         self.string_chars = 0
+        self.number_chars = 0  # of the number being written, outside strings
         self.total_chars = 0
         self.reached = False
 
@@ -82,6 +87,7 @@ class JSONScanner:
                 continue
             self.total_chars += 1
             if not self.in_string:
+                self.number_chars = self.number_chars + 1 if byte in _NUMBER_BYTES else 0
                 if byte == _QUOTE:
                     self.in_string, self.string_chars = True, 0
             elif self.escaped:
@@ -92,7 +98,7 @@ class JSONScanner:
             else:
                 self.escaped = byte == _BACKSLASH
                 self.string_chars += 1
-            if self.string_chars >= self.bounds.string_chars or self.winding_up:
+            if self.string_chars >= self.bounds.string_chars or self.number_full or self.winding_up:
                 self.reached = True
         return self
 
@@ -100,6 +106,10 @@ class JSONScanner:
     def string_full(self) -> bool:
         """The open string has run its bound and can be closed now (not inside an escape)."""
         return self.in_string and not self.escaped and self.string_chars >= self.bounds.string_chars
+
+    @property
+    def number_full(self) -> bool:
+        return self.number_chars >= NUMBER_CHARS
 
     @property
     def winding_up(self) -> bool:

@@ -123,7 +123,7 @@ class TokenMask:
             return [endings.string] if closing else []
         if scanner.winding_up:
             return [endings.container, endings.scalar]
-        return []
+        return [endings.scalar] if scanner.number_full else []
 
     def accept(self, token: int) -> None:
         if not self._matcher.accept_token(token):

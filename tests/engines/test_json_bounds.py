@@ -16,6 +16,7 @@ import torch
 
 from backend.engines.base import JSONSchemaConstraint
 from backend.engines.json_bounds import (
+    NUMBER_CHARS,
     STRING_CHARS,
     TOTAL_CHARS,
     JSONBounds,
@@ -88,6 +89,14 @@ def test_an_escaped_quote_does_not_close_the_string_nor_can_it_be_cut_in_half():
     assert not scanner.in_string
 
 
+def test_a_number_is_full_at_its_bound_and_strings_and_words_do_not_count():
+    scanner = JSONScanner(JSONBounds())
+    scanner.feed(b'{"a": "' + b"1" * NUMBER_CHARS + b'", "b": true, "c": -12.5e')
+    assert scanner.number_chars == 6 and not scanner.reached
+    scanner.feed(b"1" * (NUMBER_CHARS - 6))
+    assert scanner.number_full and scanner.reached
+
+
 def test_reached_bound_reads_whole_texts():
     bounds = JSONBounds(string_chars=5, total_chars=30)
     assert not reached_bound('{"a": "abcd", "b": "1234"}', bounds)
@@ -154,15 +163,16 @@ def test_a_schemas_own_longer_max_length_is_honoured(tokenizer):
     assert len(json.loads(text)["text"]) == 1500  # the grammar's own bound, not ours
 
 
-def test_endless_digits_are_wound_up_at_the_total_bound(tokenizer):
+def test_endless_digits_are_ended_and_the_value_wound_up_at_the_total_bound(tokenizer):
     schema = {
         "type": "object",
         "properties": {"n": {"type": "array", "items": {"type": "integer"}}, "x": TEXT},
         "required": ["n", "x"],
     }
-    text, ended = _decode_greedily(tokenizer, schema, "1", limit=TOTAL_CHARS + 50)
+    text, ended = _decode_greedily(tokenizer, schema, "1", limit=2 * TOTAL_CHARS)
     assert ended
-    value = json.loads(text, parse_int=str)  # one number of thousands of digits
+    value = json.loads(text)
+    assert len(value["n"]) > 1 and all(len(str(n)) == NUMBER_CHARS for n in value["n"])
     assert value["x"] == {"text": ""}  # the rest written as short as the schema allows
     assert len(text) < TOTAL_CHARS + 30
 
