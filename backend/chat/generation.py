@@ -123,6 +123,7 @@ class _Reading:
             tool_names=generation.tool_names,
             prefill=generation.prefill,
             logprobs=logprobs,
+            json_bounds=generation.constraint.bounds if generation.constraint else None,
         )
 
     def should_stop(self) -> bool:

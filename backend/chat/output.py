@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from backend.chat.tool_calls import opens_tool_call, parse_tool_calls
+from backend.engines.json_bounds import JSONBounds, reached_bound
 from backend.protocol.schemas import FinishReason, TokenLogprob, ToolCall
 
 #: The log-probability entries of the tokens behind an event (empty unless asked for).
@@ -119,6 +120,8 @@ class OutputProcessor:
             call's opening); it is part of what is parsed, not of what is generated.
         logprobs: with logprobs asked, turns a generated token into its entry
             (``backend.chat.logprobs.TokenLogprobsReader``); None: events carry none.
+        json_bounds: the bounds of output generated under a JSON constraint: one that
+            reached them finishes with "length", like one cut by ``max_tokens``.
     """
 
     def __init__(
@@ -130,12 +133,14 @@ class OutputProcessor:
         tool_names: frozenset[str] = frozenset(),
         prefill: str = "",
         logprobs: Callable[[int], TokenLogprob] | None = None,
+        json_bounds: JSONBounds | None = None,
     ) -> None:
         self._detok = IncrementalDetokenizer(tokenizer, prompt_ids[-6:])
         self._eos = eos_token_ids
         self._stops = list(stop)
         self._tool_names = tool_names
         self._prefill = prefill
+        self._json_bounds = json_bounds
         self._text = ""  # generated text so far, cut at a stop sequence
         self._emitted = 0  # how much of _text went out as TextDelta
         self._holding_for_tools = bool(tool_names)
@@ -191,8 +196,11 @@ class OutputProcessor:
         if self._emitted < end:
             events.append(TextDelta(self._text[self._emitted :], self._entries_until(end)))
             self._emitted = end
-        reason = "stop" if self.stopped else "length"
-        events.append(Finished(reason, self.completion_tokens, logprobs=self._entries_until(end)))
+        events.append(
+            Finished(
+                self._finish_reason(), self.completion_tokens, logprobs=self._entries_until(end)
+            )
+        )
         self._pending.clear()  # what is left was cut by a stop sequence
         return events
 
@@ -205,6 +213,13 @@ class OutputProcessor:
             ready += 1
         taken, self._pending = self._pending[:ready], self._pending[ready:]
         return tuple(pending.entry for pending in taken)
+
+    def _finish_reason(self) -> FinishReason:
+        if not self.stopped:
+            return "length"
+        if self._json_bounds is not None and reached_bound(self._text, self._json_bounds):
+            return "length"
+        return "stop"
 
     def _add_text(self, piece: str) -> None:
         if not piece:

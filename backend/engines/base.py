@@ -15,6 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from backend.engines.json_bounds import JSONBounds
+
 
 @dataclass(frozen=True)
 class JSONSchemaConstraint:
@@ -31,6 +33,11 @@ class JSONSchemaConstraint:
     @property
     def schema(self) -> dict:
         return json.loads(self.schema_json)
+
+    @property
+    def bounds(self) -> JSONBounds:
+        """How long the output may run before it is made to end (``json_bounds``)."""
+        return JSONBounds.for_schema(self.schema)
 
 
 @dataclass(frozen=True)

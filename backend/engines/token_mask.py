@@ -6,7 +6,8 @@ logits before choosing a token, so greedy and sampled output alike always parses
 validates. When the value is complete only an end-of-turn token is allowed, so the model ends
 there. (llama.cpp's own grammar sampler also works, but checks the whole vocabulary at every
 step, many times slower than the mask (benchmarks/README.md), and the transformers engine
-would still need another library.)
+would still need another library.) The masks also bound the output's length
+(``backend.engines.json_bounds``), so that it ends at any temperature.
 """
 
 from __future__ import annotations
@@ -15,9 +16,11 @@ import importlib.util
 import logging
 from collections.abc import Iterable
 
+import numpy as np
 import torch
 
 from backend.engines.base import JSONSchemaConstraint
+from backend.engines.json_bounds import JSONScanner
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +40,8 @@ class ConstraintMasks:
             tokenizer, vocab_size=vocab_size, stop_token_ids=sorted(stop_token_ids)
         )
         self._compiler = xgrammar.GrammarCompiler(self._info, max_threads=1)
+        self._vocab: list[bytes] = self._info.decoded_vocab  # a token's bytes, by id
+        self._endings = _Endings(self._vocab)
 
     def start(self, constraint: JSONSchemaConstraint) -> TokenMask | None:
         """A fresh mask, or None when xgrammar cannot compile the schema.
@@ -53,24 +58,74 @@ class ConstraintMasks:
         except RuntimeError as error:
             logger.warning("output left unconstrained: xgrammar cannot compile it: %s", error)
             return None
-        return TokenMask(self._xgrammar, self._xgrammar.GrammarMatcher(compiled), self._info)
+        return TokenMask(
+            self._xgrammar,
+            self._xgrammar.GrammarMatcher(compiled),
+            self._info,
+            self._vocab,
+            self._endings,
+            JSONScanner(constraint.bounds),
+        )
+
+
+class _Endings:
+    """Which tokens end what is open, by their first byte: those the bounds narrow to, as
+    bitmasks in xgrammar's layout (token i is bit i % 32 of word i // 32), so narrowing is an
+    ``&`` with the grammar's own bitmask."""
+
+    def __init__(self, decoded_vocab: list[bytes]) -> None:
+        first = np.array([piece[0] if piece else 0 for piece in decoded_vocab])
+        #: Tokens that close a string (inside one, a quote only closes it).
+        self.string = _bitmask(first == ord('"'))
+        #: Tokens that close an array or an object.
+        self.container = _bitmask(np.isin(first, list(b"]}")))
+        #: Tokens that neither continue a number nor open an array or object.
+        self.scalar = _bitmask(~np.isin(first, list(b"0123456789.eE+-[{")))
+
+
+def _bitmask(allowed: np.ndarray) -> torch.Tensor:
+    padded = np.zeros(-(-len(allowed) // 32) * 32, dtype=bool)
+    padded[: len(allowed)] = allowed
+    words = np.packbits(padded, bitorder="little").view("<i4")
+    return torch.from_numpy(words.copy()).view(1, -1)
 
 
 class TokenMask:
     """The allowed next tokens of one generation; ``accept`` each token chosen."""
 
-    def __init__(self, xgrammar, matcher, info) -> None:
+    def __init__(
+        self, xgrammar, matcher, info, vocab: list[bytes], endings: _Endings, scanner: JSONScanner
+    ) -> None:
         self._xgrammar = xgrammar
         self._matcher = matcher
         self._bitmask = xgrammar.allocate_token_bitmask(1, info.vocab_size)
+        self._vocab = vocab
+        self._endings = endings
+        self._scanner = scanner
 
     def apply(self, logits: torch.Tensor) -> None:
-        """Set the logits of forbidden tokens to -inf, in place (a 1-D float32 CPU tensor)."""
+        """Set the logits of forbidden tokens to -inf, in place (a 1-D float32 CPU tensor):
+        those the grammar forbids, and past a bound those that would not end the output."""
         self._matcher.fill_next_token_bitmask(self._bitmask)
-        self._xgrammar.apply_token_bitmask_inplace(
-            logits.view(1, -1), self._bitmask.to(logits.device)
-        )
+        bitmask = self._bitmask
+        for ending in self._endings_wanted():
+            narrowed = bitmask & ending
+            if bool(narrowed.any()):  # else the grammar needs more first: left to it
+                bitmask = narrowed
+                break
+        self._xgrammar.apply_token_bitmask_inplace(logits.view(1, -1), bitmask.to(logits.device))
+
+    def _endings_wanted(self) -> list[torch.Tensor]:
+        """The token sets to narrow to, the first that the grammar allows any of."""
+        scanner, endings = self._scanner, self._endings
+        if scanner.in_string:
+            closing = scanner.string_full or (scanner.winding_up and not scanner.escaped)
+            return [endings.string] if closing else []
+        if scanner.winding_up:
+            return [endings.container, endings.scalar]
+        return [endings.scalar] if scanner.number_full else []
 
     def accept(self, token: int) -> None:
         if not self._matcher.accept_token(token):
             raise RuntimeError(f"token {token} breaks the constraint it was chosen under")
+        self._scanner.feed(self._vocab[token])

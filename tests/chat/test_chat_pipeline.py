@@ -266,3 +266,20 @@ def test_a_conversation_being_trimmed_can_be_counted_though_not_sent():
     whole = {**trimmed, "messages": trimmed["messages"][1:]}
     assert service.count_prompt_tokens(trimmed) > service.count_prompt_tokens(whole)
     assert service.count_prompt_tokens(whole) == service.chat(whole).usage.prompt_tokens
+
+
+@pytest.mark.parametrize(
+    ("text", "reason"),
+    [('{"a": "abcd", "b": [1, 2]}', "stop"), ('{"a": "abcde"}', "length")],
+)
+def test_constrained_output_that_reached_a_bound_finishes_with_length(text, reason):
+    """A value the masks made end (``backend.engines.json_bounds``) ends its turn, but was
+    cut short: the caller is told as for ``max_tokens``."""
+    from backend.engines.json_bounds import JSONBounds
+
+    bounds = JSONBounds(string_chars=5, total_chars=100)
+    processor = OutputProcessor(CharTokenizer(), frozenset({EOS}), json_bounds=bounds)
+    events = [e for ch in text for e in processor.feed(ord(ch))]
+    events += processor.feed(EOS) + processor.finish()
+    assert "".join(e.text for e in events if isinstance(e, TextDelta)) == text
+    assert events[-1] == Finished(reason, len(text) + 1)

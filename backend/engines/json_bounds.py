@@ -1,0 +1,121 @@
+"""Bounds that make JSON generated under a grammar end, at any temperature, without max_tokens.
+
+A grammar keeps output valid, not short: sampled at temperature, a small model can repeat
+itself inside a JSON string that never closes until the context (32k tokens) is full, and a
+grammar allows endless array items, object members and digits too. So constrained output
+has two bounds, both in characters of the generated JSON text:
+
+- a string that has run ``string_chars`` is closed: its next token must be one that starts
+  with the closing quote (where the grammar allows one);
+- a number that has run ``NUMBER_CHARS`` is ended: its next token must not continue it;
+- once the whole value has run ``total_chars``, it is wound up: each next token closes the
+  open string, array or object where the grammar allows, else ends the scalar being written,
+  so the remaining required members get the shortest values the schema allows.
+
+The answer stays valid against the caller's schema, which is not changed: the bounds only
+narrow the choice among the tokens the grammar allows. An answer that reached a bound ends
+with ``finish_reason`` "length", as one cut by ``max_tokens`` does, so a caller can tell a
+value that was cut short. A schema's own ``maxLength`` above the string bound raises both
+bounds (for every string of the schema: the masks do not know which schema node a string
+belongs to). Why not ``maxLength`` in the grammar: xgrammar 0.2.8 compiles a bounded string
+without escapes (no newline, quote or backslash could be written), and compiles it slowly
+(benchmarks/README.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+#: A string's characters before it is closed: long for a name, a sentence or a paragraph, and
+#: about 250 tokens of a model repeating itself.
+STRING_CHARS = 1000
+#: The whole value's characters before it is wound up.
+TOTAL_CHARS = 8000
+#: A number's characters before it is ended: more than a float64 or an int64 needs.
+NUMBER_CHARS = 32
+
+_QUOTE, _BACKSLASH = 0x22, 0x5C
+_NUMBER_BYTES = frozenset(b"0123456789.eE+-")
+
+
+@dataclass(frozen=True)
+class JSONBounds:
+    string_chars: int = STRING_CHARS
+    total_chars: int = TOTAL_CHARS
+
+    @classmethod
+    def for_schema(cls, schema: Any) -> JSONBounds:
+        """The bounds for output under ``schema``: the defaults, raised by its own longest
+        ``maxLength``."""
+        longest = max(_max_lengths(schema), default=0)
+        if longest <= STRING_CHARS:
+            return cls()
+        return cls(longest, TOTAL_CHARS + longest - STRING_CHARS)
+
+
+def _max_lengths(schema: Any) -> Iterator[int]:
+    if isinstance(schema, dict):
+        length = schema.get("maxLength")
+        if isinstance(length, int) and not isinstance(length, bool):
+            yield length
+        for value in schema.values():
+            yield from _max_lengths(value)
+    elif isinstance(schema, list):
+        for value in schema:
+            yield from _max_lengths(value)
+
+
+class JSONScanner:
+    """Follows generated JSON text, given as UTF-8 bytes in pieces (tokens): whether a string
+    is open and how far it and the whole text have run, in characters (escapes count as
+    written). ``reached``: a bound was reached at some point."""
+
+    def __init__(self, bounds: JSONBounds) -> None:
+        self.bounds = bounds
+        self.in_string = False
+        self.escaped = False  # the last byte began an escape inside a string
+        self.string_chars = 0
+        self.number_chars = 0  # of the number being written, outside strings
+        self.total_chars = 0
+        self.reached = False
+
+    def feed(self, data: bytes) -> JSONScanner:
+        for byte in data:
+            if byte & 0xC0 == 0x80:  # a UTF-8 continuation byte: the same character
+                continue
+            self.total_chars += 1
+            if not self.in_string:
+                self.number_chars = self.number_chars + 1 if byte in _NUMBER_BYTES else 0
+                if byte == _QUOTE:
+                    self.in_string, self.string_chars = True, 0
+            elif self.escaped:
+                self.escaped = False
+                self.string_chars += 1
+            elif byte == _QUOTE:
+                self.in_string = False
+            else:
+                self.escaped = byte == _BACKSLASH
+                self.string_chars += 1
+            if self.string_chars >= self.bounds.string_chars or self.number_full or self.winding_up:
+                self.reached = True
+        return self
+
+    @property
+    def string_full(self) -> bool:
+        """The open string has run its bound and can be closed now (not inside an escape)."""
+        return self.in_string and not self.escaped and self.string_chars >= self.bounds.string_chars
+
+    @property
+    def number_full(self) -> bool:
+        return self.number_chars >= NUMBER_CHARS
+
+    @property
+    def winding_up(self) -> bool:
+        return self.total_chars >= self.bounds.total_chars
+
+
+def reached_bound(text: str, bounds: JSONBounds) -> bool:
+    """Whether generated JSON ``text`` reached ``bounds`` (so the masks narrowed its tokens)."""
+    return JSONScanner(bounds).feed(text.encode()).reached

