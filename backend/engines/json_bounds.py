@@ -3,10 +3,13 @@
 A grammar keeps output valid, not short: sampled at temperature, a small model can repeat
 itself inside a JSON string that never closes until the context (32k tokens) is full, and a
 grammar allows endless array items, object members and digits too. So constrained output
-has two bounds, both in characters of the generated JSON text:
+has these bounds, in characters of the generated JSON text:
 
 - a string that has run ``string_chars`` is closed: its next token must be one that starts
   with the closing quote (where the grammar allows one);
+- so is a string that repeats itself: one ending in at least three copies of a piece, the
+  copies ``REPEAT_BYTES`` long or more together (a model in a loop, which at 20 tokens a second
+  would otherwise take the string bound's 10 s or more to reach it, each string again);
 - a number that has run ``NUMBER_CHARS`` is ended: its next token must not continue it;
 - once the whole value has run ``total_chars``, it is wound up: each next token closes the
   open string, array or object where the grammar allows, else ends the scalar being written,
@@ -35,6 +38,12 @@ STRING_CHARS = 1000
 TOTAL_CHARS = 8000
 #: A number's characters before it is ended: more than a float64 or an int64 needs.
 NUMBER_CHARS = 32
+#: A string ending in ``REPEAT_COPIES`` copies of a piece (of at most ``REPEAT_PIECE`` bytes)
+#: that together run ``REPEAT_BYTES`` bytes or more is a loop: "ha ha ha" is not one, a
+#: sentence written three times is.
+REPEAT_COPIES = 3
+REPEAT_BYTES = 64
+REPEAT_PIECE = 256
 
 _QUOTE, _BACKSLASH = 0x22, 0x5C
 _NUMBER_BYTES = frozenset(b"0123456789.eE+-")
@@ -77,35 +86,47 @@ class JSONScanner:
         self.in_string = False
         self.escaped = False  # the last byte began an escape inside a string
         self.string_chars = 0
+        self._string = bytearray()  # the open string's bytes so far
+        self.repeating = False  # the open string ends in a loop
         self.number_chars = 0  # of the number being written, outside strings
         self.total_chars = 0
         self.reached = False
 
     def feed(self, data: bytes) -> JSONScanner:
         for byte in data:
+            if self.in_string:
+                self._string.append(byte)
+                # Once looping, the string stays so until it closes.
+                self.repeating = self.repeating or _ends_in_a_loop(self._string)
             if byte & 0xC0 == 0x80:  # a UTF-8 continuation byte: the same character
                 continue
             self.total_chars += 1
             if not self.in_string:
                 self.number_chars = self.number_chars + 1 if byte in _NUMBER_BYTES else 0
                 if byte == _QUOTE:
-                    self.in_string, self.string_chars = True, 0
+                    self.in_string, self.string_chars, self.repeating = True, 0, False
+                    self._string.clear()
             elif self.escaped:
                 self.escaped = False
                 self.string_chars += 1
             elif byte == _QUOTE:
                 self.in_string = False
+                self._string.clear()
             else:
                 self.escaped = byte == _BACKSLASH
                 self.string_chars += 1
             if self.string_chars >= self.bounds.string_chars or self.number_full or self.winding_up:
                 self.reached = True
+            self.reached = self.reached or self.repeating
         return self
 
     @property
     def string_full(self) -> bool:
-        """The open string has run its bound and can be closed now (not inside an escape)."""
-        return self.in_string and not self.escaped and self.string_chars >= self.bounds.string_chars
+        """The open string has run its bound, or is repeating itself, and can be closed now
+        (not inside an escape)."""
+        if not self.in_string or self.escaped:
+            return False
+        return self.string_chars >= self.bounds.string_chars or self.repeating
 
     @property
     def number_full(self) -> bool:
@@ -114,6 +135,19 @@ class JSONScanner:
     @property
     def winding_up(self) -> bool:
         return self.total_chars >= self.bounds.total_chars
+
+
+def _ends_in_a_loop(data: bytearray) -> bool:
+    """Whether ``data`` ends in ``REPEAT_COPIES`` or more copies of a piece, ``REPEAT_BYTES``
+    bytes or more together."""
+    for piece in range(1, min(REPEAT_PIECE, len(data) // REPEAT_COPIES) + 1):
+        copies = max(REPEAT_COPIES, -(-REPEAT_BYTES // piece))
+        if copies * piece > len(data):
+            continue
+        tail = data[-piece:]
+        if data[-copies * piece :] == tail * copies:
+            return True
+    return False
 
 
 def reached_bound(text: str, bounds: JSONBounds) -> bool:

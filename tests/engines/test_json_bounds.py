@@ -17,6 +17,8 @@ import torch
 from backend.engines.base import JSONSchemaConstraint
 from backend.engines.json_bounds import (
     NUMBER_CHARS,
+    REPEAT_BYTES,
+    REPEAT_COPIES,
     STRING_CHARS,
     TOTAL_CHARS,
     JSONBounds,
@@ -118,9 +120,15 @@ def tokenizer():
     return AutoTokenizer.from_pretrained(str(convert_tokenizer(SMALL)))
 
 
-def _decode_greedily(tokenizer, schema: dict, favourite: str, limit: int) -> tuple[str, bool]:
-    """Masked greedy decoding by a "model" that always likes ``favourite`` best and the tokens
-    that would end anything least: the text, and whether it ended (an end-of-turn token)."""
+def _decode_greedily(
+    tokenizer, schema: dict, favourite: str | list[str], limit: int, cycle: bool = False
+) -> tuple[str, bool]:
+    """Masked greedy decoding by a "model" that always likes ``favourite`` best (one of a list,
+    drawn afresh at each step: text that never repeats itself; with ``cycle``, the list's in
+    turn: a loop) and the tokens that would end anything least: the text, and whether it
+    ended (an end-of-turn token)."""
+    import random
+
     from backend.engines.base import SamplingParams
     from backend.engines.sampling import choose_token
     from backend.engines.token_mask import ConstraintMasks
@@ -129,18 +137,20 @@ def _decode_greedily(tokenizer, schema: dict, favourite: str, limit: int) -> tup
     vocab_size = len(tokenizer)
     masks = ConstraintMasks(tokenizer, vocab_size, eos)
     mask = masks.start(JSONSchemaConstraint(json.dumps(schema)))
-    [liked] = tokenizer.encode(favourite, add_special_tokens=False)
+    favourites = favourite if isinstance(favourite, list) else [favourite]
+    liked = [tokenizer.encode(f, add_special_tokens=False)[0] for f in favourites]
+    draw = random.Random(0)
     ending = [
         i
         for piece, i in tokenizer.get_vocab().items()
         if piece and piece[0] in '"]},' and i < vocab_size
     ]
     base = np.zeros(vocab_size, dtype=np.float32)
-    base[liked] = 10.0
     base[ending] = -10.0
     tokens: list[int] = []
-    for _ in range(limit):
+    for step in range(limit):
         logits = torch.from_numpy(base.copy())  # as the llama.cpp engine hands them over
+        logits[liked[step % len(liked)] if cycle else draw.choice(liked)] = 10.0
         token = choose_token(logits, SamplingParams(max_new_tokens=1), mask)
         if token in eos:
             return tokenizer.decode(tokens), True
@@ -148,8 +158,12 @@ def _decode_greedily(tokenizer, schema: dict, favourite: str, limit: int) -> tup
     return tokenizer.decode(tokens), False
 
 
+#: Words a "model" draws from at random: a string that runs on without repeating itself.
+WORDS = ["cat", "dog", "bird", "fish", "cow", "hen", "owl", "bee"]
+
+
 def test_a_string_that_would_never_close_is_closed_at_its_bound(tokenizer):
-    text, ended = _decode_greedily(tokenizer, TEXT, "cat", limit=2 * STRING_CHARS)
+    text, ended = _decode_greedily(tokenizer, TEXT, WORDS, limit=2 * STRING_CHARS)
     assert ended
     value = json.loads(text)
     assert STRING_CHARS <= len(value["text"]) < STRING_CHARS + 10
@@ -158,9 +172,31 @@ def test_a_string_that_would_never_close_is_closed_at_its_bound(tokenizer):
 
 def test_a_schemas_own_longer_max_length_is_honoured(tokenizer):
     schema = {"type": "object", "properties": {"text": {"type": "string", "maxLength": 1500}}}
-    text, ended = _decode_greedily(tokenizer, schema, "cat", limit=2000)
+    text, ended = _decode_greedily(tokenizer, schema, WORDS, limit=2000)
     assert ended
     assert len(json.loads(text)["text"]) == 1500  # the grammar's own bound, not ours
+
+
+@pytest.mark.parametrize("piece", ["cat", " The cat sat on the mat."])
+def test_a_string_repeating_itself_is_closed_once_it_runs_a_loop(tokenizer, piece):
+    """Long before the string bound: closed once the same piece is written three times and
+    ``REPEAT_BYTES`` over, even where the schema's own maxLength allows far more."""
+    looping = {"type": "object", "properties": {"text": {"type": "string", "maxLength": 1500}}}
+    pieces = tokenizer.tokenize(piece)
+    for schema in (TEXT, looping):
+        favourite = [tokenizer.convert_tokens_to_string([p]) for p in pieces]
+        text, ended = _decode_greedily(tokenizer, schema, favourite, limit=500, cycle=True)
+        value = json.loads(text)["text"]
+        assert ended and reached_bound(text, JSONBounds.for_schema(schema))
+        copies = max(REPEAT_COPIES, -(-REPEAT_BYTES // len(piece.encode())))
+        assert value in piece * 50  # the loop, closed within its next copy
+        assert copies * len(piece) <= len(value) < (copies + 1) * len(piece)
+
+
+def test_a_repeated_word_in_a_short_string_is_no_loop():
+    assert not reached_bound('{"a": "ha ha ha ha", "b": "no no no"}', JSONBounds())
+    assert not reached_bound('{"a": "' + "=" * (REPEAT_BYTES - 1) + '"}', JSONBounds())
+    assert reached_bound('{"a": "' + "=" * REPEAT_BYTES + '"}', JSONBounds())
 
 
 def test_endless_digits_are_ended_and_the_value_wound_up_at_the_total_bound(tokenizer):
@@ -206,7 +242,8 @@ def test_short_output_is_not_narrowed(tokenizer):
 @pytest.mark.model
 def test_a_sampled_answer_without_max_tokens_ends_with_a_valid_object(small_backend):
     """At temperature 1.0, asked for a string without end: the answer still ends, as a valid
-    object whose string was closed at the bound, and says so with finish_reason "length"."""
+    object whose string was closed (a loop, or at the bound), and says so with finish_reason
+    "length"."""
     import jsonschema
 
     schema = {
@@ -231,5 +268,6 @@ def test_a_sampled_answer_without_max_tokens_ends_with_a_valid_object(small_back
     choice = small_backend.chat(request).choices[0]
     answer = json.loads(choice.message.content)
     jsonschema.validate(answer, schema)
-    assert len(answer["poem"]) >= STRING_CHARS
+    # Closed early, as a loop or at the string bound (the model's loop is rarely exact).
+    assert reached_bound(choice.message.content, JSONBounds.for_schema(schema))
     assert choice.finish_reason == "length"
