@@ -30,6 +30,7 @@ import json
 import math
 import time
 from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -184,28 +185,37 @@ def evaluate_extraction(
     backend: Any,
     cases: Sequence[Mapping[str, Any]],
     modes: Sequence[str] = MODES,
-    progress: Callable[[Sequence[Any], str], Any] = lambda items, _: items,
+    workers: int = 1,
+    on_row: Callable[[str, dict[str, Any]], None] = lambda mode, row: None,
 ) -> dict[str, Any]:
-    """Every case in every mode, through ``backend.chat``; a summary per mode and every row."""
+    """Every case in every mode, through ``backend.chat``; a summary per mode and every row.
+
+    ``workers`` > 1 sends that many requests at once (the llama.cpp engine decodes them in one
+    batch: faster on a CPU, and greedy answers can differ slightly from one-at-a-time ones,
+    README "Models and configuration"). ``on_row`` sees each row as it is judged.
+    """
+
+    def one(case: Mapping[str, Any], mode: str) -> dict[str, Any]:
+        started = time.perf_counter()
+        reply = backend.chat(extraction_request(case, mode))
+        choice = reply.choices[0]
+        outcome = judge_answer(choice.message.content, case, choice.finish_reason)
+        row = {
+            "id": case["id"],
+            "language": case["language"],
+            "content": choice.message.content,
+            "completion_tokens": reply.usage.completion_tokens,
+            "seconds": time.perf_counter() - started,
+            **asdict(outcome),
+        }
+        on_row(mode, row)
+        return row
+
     results: dict[str, Any] = {}
-    for mode in modes:
-        rows = []
-        for case in progress(cases, f"extraction {mode}"):
-            started = time.perf_counter()
-            reply = backend.chat(extraction_request(case, mode))
-            choice = reply.choices[0]
-            outcome = judge_answer(choice.message.content, case, choice.finish_reason)
-            rows.append(
-                {
-                    "id": case["id"],
-                    "language": case["language"],
-                    "content": choice.message.content,
-                    "completion_tokens": reply.usage.completion_tokens,
-                    "seconds": time.perf_counter() - started,
-                    **asdict(outcome),
-                }
-            )
-        results[mode] = {"summary": summarise_extraction(rows), "cases": rows}
+    with ThreadPoolExecutor(max(1, workers)) as pool:
+        for mode in modes:
+            rows = list(pool.map(one, cases, [mode] * len(cases)))
+            results[mode] = {"summary": summarise_extraction(rows), "cases": rows}
     return results
 
 

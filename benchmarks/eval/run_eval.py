@@ -265,12 +265,23 @@ def format_table(results: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _log_extraction_row(mode: str, row: dict[str, Any]) -> None:
+    print(
+        f"  {row['id']} {mode}: parsed {row['parsed']}, valid {row['valid']}, "
+        f"{row['right']}/{row['fields']} fields, {row['completion_tokens']} tokens "
+        f"({row['finish_reason']}), {row['seconds']:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
+
+
 def run(
     profile: str,
     sections: Sequence[str] = SECTIONS,
     limit: int | None = None,
     log: Callable[[str], None] = print,
     extraction_modes: Sequence[str] = EXTRACTION_MODES,
+    extraction_workers: int = 1,
 ) -> dict[str, Any]:
     from backend.engines.selection import chat_engine_kind
     from backend.local import InProcessBackend
@@ -312,7 +323,7 @@ def run(
                 cases = load_jsonl(name)[:limit]
                 log(f"{section}: {len(cases)} cases, modes {', '.join(extraction_modes)}")
                 results[section] = evaluate_extraction(
-                    backend, cases, extraction_modes, lambda items, desc: tqdm(items, desc=desc)
+                    backend, cases, extraction_modes, extraction_workers, _log_extraction_row
                 )
     finally:
         backend.close()
@@ -326,10 +337,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument(
         "--extraction-modes", nargs="+", choices=EXTRACTION_MODES, default=list(EXTRACTION_MODES)
     )
+    parser.add_argument(
+        "--extraction-workers", type=int, default=1, help="extraction requests sent at once"
+    )
     parser.add_argument("--limit", type=int, default=None, help="first N cases of each set")
     parser.add_argument("--out", type=Path, default=None, help="default: results-<profile>.json")
     args = parser.parse_args(argv)
-    results = run(args.profile, args.sections, args.limit, extraction_modes=args.extraction_modes)
+    results = run(
+        args.profile,
+        args.sections,
+        args.limit,
+        extraction_modes=args.extraction_modes,
+        extraction_workers=args.extraction_workers,
+    )
     out = args.out or EVAL_DIR / f"results-{args.profile}.json"
     out.write_text(json.dumps(results, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     print(format_table(results))
