@@ -45,8 +45,13 @@ def _messages(variant: int) -> list[dict]:
     return [{"role": "user", "content": chat_prompt(variant)}]
 
 
-def time_backend_stream(backend, variant: int, max_tokens: int = NEW_TOKENS) -> StreamTiming:
-    """Stream through a ``Backend`` (in-process or HTTP); token count from the usage."""
+def time_backend_stream(
+    backend, variant: int, max_tokens: int = NEW_TOKENS, **fields
+) -> StreamTiming:
+    """Stream through a ``Backend`` (in-process or HTTP); token count from the usage.
+
+    ``fields`` replace or add request fields (other messages, a ``response_format``).
+    """
     request = {
         "model": DEFAULT_CHAT_MODEL,
         "messages": _messages(variant),
@@ -54,6 +59,7 @@ def time_backend_stream(backend, variant: int, max_tokens: int = NEW_TOKENS) -> 
         "max_tokens": max_tokens,
         "stream": True,
         "stream_options": {"include_usage": True},
+        **fields,
     }
     started = time.perf_counter()
     first = last = None

@@ -84,5 +84,12 @@ def print_table(figures: list[Figure]) -> None:
             print(f"{'':44}   {figure.note}")
 
 
-def write_results(figures: list[Figure], path: Path) -> None:
-    path.write_text(json.dumps([f.record() for f in figures], indent=2, ensure_ascii=False) + "\n")
+def write_results(figures: list[Figure], path: Path, keep_others: bool = False) -> None:
+    """Write ``figures`` to ``path``; ``keep_others``: the figures already there that were not
+    measured again stay (in place), so a partial run updates the file instead of emptying it."""
+    records = [f.record() for f in figures]
+    if keep_others and path.exists():
+        fresh = {r["name"]: r for r in records}
+        kept = [fresh.pop(r["name"], r) for r in json.loads(path.read_text())]
+        records = kept + list(fresh.values())
+    path.write_text(json.dumps(records, indent=2, ensure_ascii=False) + "\n")

@@ -12,10 +12,11 @@ import tempfile
 from pathlib import Path
 
 from backend.testing.servers import ServerProcess
-from benchmarks import chat, embeddings, machine, serving
+from benchmarks import chat, constrained_json, embeddings, machine, serving
 from benchmarks.measure import Figure, print_table, write_results
 
 RESULTS = Path(__file__).with_name("results.json")
+GROUPS = ["machine", "chat", "constrained", "embeddings", "server"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -26,12 +27,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--only",
         nargs="*",
-        choices=["machine", "chat", "embeddings", "server"],
-        help="run only these groups (default: all)",
+        choices=GROUPS,
+        help="run only these groups (default: all); their figures replace those of the same "
+        "name in --output, the others stay",
     )
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING)
-    groups = set(args.only or ["machine", "chat", "embeddings", "server"])
+    groups = set(args.only or GROUPS)
 
     from backend.engines.weights.embedded_chat import EMBEDDED_CHAT_MODELS
     from backend.local import InProcessBackend
@@ -66,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
                     single[0].ours,
                 )
             )
+    if "constrained" in groups:
+        done(constrained_json.constrained_vs_unconstrained(backend, model_name, args.repeats))
     if "embeddings" in groups:
         done(embeddings.inprocess_vs_sentence_transformers(args.repeats))
     if "server" in groups:
@@ -89,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
 
     print("All figures:\n")
     print_table(figures)
-    write_results(figures, args.output)
+    write_results(figures, args.output, keep_others=bool(args.only))
     print(f"\nwritten to {args.output}")
     return 0
 

@@ -2,9 +2,10 @@
 
     .venv/bin/python -m benchmarks.eval.run_eval --profile small
 
-Runs the groundedness, tool-call and retrieval sets of this folder against an
+Runs the groundedness, tool-call, retrieval and extraction sets of this folder against an
 ``InProcessBackend`` for the profile, prints a table and writes ``results-<profile>.json``
-(figures and every case's outcome). ``--sections`` and ``--limit`` run part of it.
+(figures and every case's outcome). ``--sections``, ``--extraction-modes`` and ``--limit`` run
+part of it; ``CORE_CHAT_ENGINE`` picks the chat engine as it does for the service.
 """
 
 from __future__ import annotations
@@ -26,11 +27,18 @@ from tqdm import tqdm
 from backend.groundedness.request import groundedness_request, read_verdict
 from backend.protocol.catalogue import DEFAULT_CHAT_MODEL, PASSAGE_MODEL, QUERY_MODEL
 from benchmarks.eval import metrics
+from benchmarks.eval.extraction import MODES as EXTRACTION_MODES
+from benchmarks.eval.extraction import evaluate_extraction
 from benchmarks.eval.metrics import GROUNDED, NOT_GROUNDED, NOT_SURE
 from benchmarks.machine import cpu_name
 
 EVAL_DIR = Path(__file__).resolve().parent
-SECTIONS = ("groundedness", "tools", "retrieval")
+SECTIONS = ("groundedness", "tools", "retrieval", "extraction", "extraction_heldout")
+#: The extraction sections and their sets (the held-out set is never used to tune anything).
+EXTRACTION_SETS = {
+    "extraction": "extraction.jsonl",
+    "extraction_heldout": "extraction_heldout.jsonl",
+}
 TOOL_MAX_TOKENS = 160
 EMBED_BATCH = 32
 
@@ -246,7 +254,25 @@ def format_table(results: dict[str, Any]) -> str:
         summary = results[section]["summary"]
         for key in keys:
             lines.append(f"  {section:<13} {key:<32} {_figure(summary[key]):>8}")
+    extraction_keys = ("cases", "parse_rate", "schema_valid_rate", "field_accuracy")
+    for section in EXTRACTION_SETS:
+        for mode, result in results.get(section, {}).items():
+            summary = result["summary"]
+            for key in extraction_keys:
+                lines.append(f"  {section:<18} {mode:<11} {key:<20} {_figure(summary[key]):>8}")
+            for lang, value in summary["field_accuracy_by_language"].items():
+                lines.append(f"  {section:<18} {mode:<11} {'... ' + lang:<20} {_figure(value):>8}")
     return "\n".join(lines)
+
+
+def _log_extraction_row(mode: str, row: dict[str, Any]) -> None:
+    print(
+        f"  {row['id']} {mode}: parsed {row['parsed']}, valid {row['valid']}, "
+        f"{row['right']}/{row['fields']} fields, {row['completion_tokens']} tokens "
+        f"({row['finish_reason']}), {row['seconds']:.1f} s",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def run(
@@ -254,6 +280,8 @@ def run(
     sections: Sequence[str] = SECTIONS,
     limit: int | None = None,
     log: Callable[[str], None] = print,
+    extraction_modes: Sequence[str] = EXTRACTION_MODES,
+    extraction_workers: int = 1,
 ) -> dict[str, Any]:
     from backend.engines.selection import chat_engine_kind
     from backend.local import InProcessBackend
@@ -290,6 +318,13 @@ def run(
             results["retrieval"] = evaluate_retrieval(
                 backend, load_jsonl("retrieval_corpus.jsonl"), load_jsonl("retrieval_queries.jsonl")
             )
+        for section, name in EXTRACTION_SETS.items():
+            if section in sections:
+                cases = load_jsonl(name)[:limit]
+                log(f"{section}: {len(cases)} cases, modes {', '.join(extraction_modes)}")
+                results[section] = evaluate_extraction(
+                    backend, cases, extraction_modes, extraction_workers, _log_extraction_row
+                )
     finally:
         backend.close()
     return results
@@ -299,10 +334,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", choices=("default", "small"), default="small")
     parser.add_argument("--sections", nargs="+", choices=SECTIONS, default=list(SECTIONS))
+    parser.add_argument(
+        "--extraction-modes", nargs="+", choices=EXTRACTION_MODES, default=list(EXTRACTION_MODES)
+    )
+    parser.add_argument(
+        "--extraction-workers", type=int, default=1, help="extraction requests sent at once"
+    )
     parser.add_argument("--limit", type=int, default=None, help="first N cases of each set")
     parser.add_argument("--out", type=Path, default=None, help="default: results-<profile>.json")
     args = parser.parse_args(argv)
-    results = run(args.profile, args.sections, args.limit)
+    results = run(
+        args.profile,
+        args.sections,
+        args.limit,
+        extraction_modes=args.extraction_modes,
+        extraction_workers=args.extraction_workers,
+    )
     out = args.out or EVAL_DIR / f"results-{args.profile}.json"
     out.write_text(json.dumps(results, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     print(format_table(results))
