@@ -113,6 +113,7 @@ class _Reading:
             stop=stop,
             tool_names=generation.tool_names,
             prefill=generation.prefill,
+            parallel_calls=generation.parallel_calls,
         )
 
     def should_stop(self) -> bool:

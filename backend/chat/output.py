@@ -95,6 +95,7 @@ class OutputProcessor:
         tool_names: the request's callable tools; empty when tools are off.
         prefill: text already placed in the assistant turn by the prompt (a forced tool
             call's opening); it is part of what is parsed, not of what is generated.
+        parallel_calls: the output may hold several tool calls; else the first is kept.
     """
 
     def __init__(
@@ -105,12 +106,14 @@ class OutputProcessor:
         stop: Sequence[str] = (),
         tool_names: frozenset[str] = frozenset(),
         prefill: str = "",
+        parallel_calls: bool = True,
     ) -> None:
         self._detok = IncrementalDetokenizer(tokenizer, prompt_ids[-6:])
         self._eos = eos_token_ids
         self._stops = list(stop)
         self._tool_names = tool_names
         self._prefill = prefill
+        self._parallel_calls = parallel_calls
         self._text = ""  # generated text so far, cut at a stop sequence
         self._emitted = 0  # how much of _text went out as TextDelta
         self._holding_for_tools = bool(tool_names)
@@ -147,7 +150,9 @@ class OutputProcessor:
             self._add_text(self._detok.flush())
         events: list[OutputEvent] = []
         if self._holding_for_tools:
-            parsed = parse_tool_calls(self._prefill + self._text, self._tool_names)
+            parsed = parse_tool_calls(
+                self._prefill + self._text, self._tool_names, self._parallel_calls
+            )
             if parsed.tool_calls:
                 events.append(ToolCallsFound(parsed.tool_calls))
                 self._emitted = len(self._text)
