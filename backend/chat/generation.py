@@ -124,6 +124,7 @@ class _Reading:
             prefill=generation.prefill,
             logprobs=logprobs,
             json_bounds=generation.constraint.bounds if generation.constraint else None,
+            parallel_calls=generation.parallel_calls,
         )
 
     def should_stop(self) -> bool:

@@ -122,6 +122,7 @@ class OutputProcessor:
             (``backend.chat.logprobs.TokenLogprobsReader``); None: events carry none.
         json_bounds: the bounds of output generated under a JSON constraint: one that
             reached them finishes with "length", like one cut by ``max_tokens``.
+        parallel_calls: the output may hold several tool calls; else the first is kept.
     """
 
     def __init__(
@@ -134,6 +135,7 @@ class OutputProcessor:
         prefill: str = "",
         logprobs: Callable[[int], TokenLogprob] | None = None,
         json_bounds: JSONBounds | None = None,
+        parallel_calls: bool = True,
     ) -> None:
         self._detok = IncrementalDetokenizer(tokenizer, prompt_ids[-6:])
         self._eos = eos_token_ids
@@ -141,6 +143,7 @@ class OutputProcessor:
         self._tool_names = tool_names
         self._prefill = prefill
         self._json_bounds = json_bounds
+        self._parallel_calls = parallel_calls
         self._text = ""  # generated text so far, cut at a stop sequence
         self._emitted = 0  # how much of _text went out as TextDelta
         self._holding_for_tools = bool(tool_names)
@@ -188,7 +191,9 @@ class OutputProcessor:
         end = len(self._text)
         events: list[OutputEvent] = []
         if self._holding_for_tools:
-            parsed = parse_tool_calls(self._prefill + self._text, self._tool_names)
+            parsed = parse_tool_calls(
+                self._prefill + self._text, self._tool_names, self._parallel_calls
+            )
             if parsed.tool_calls:
                 events.append(ToolCallsFound(parsed.tool_calls, self._entries_until(end)))
                 self._emitted = end

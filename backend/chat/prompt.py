@@ -40,6 +40,8 @@ class Generation:
     tool_names: frozenset[str] = field(default_factory=frozenset)
     #: The schema the output must follow, for an engine that constrains decoding.
     constraint: JSONSchemaConstraint | None = None
+    #: Whether the reply may hold several tool calls (``parallel_tool_calls``).
+    parallel_calls: bool = True
 
 
 @dataclass(frozen=True)
@@ -126,6 +128,7 @@ def render_prompt(
     tool_choice: ToolChoice | None = None,
     constrained: bool = False,
     answer_format: JSONSchemaConstraint | None = None,
+    parallel_calls: bool = True,
 ) -> RenderedPrompt:
     """Apply the chat template (with tool definitions) and tokenize.
 
@@ -135,7 +138,8 @@ def render_prompt(
     are generated under the tools' schemas (``backend.chat.tool_calls.call_constraint``).
     ``answer_format``: answers (not calls) are generated under it
     (``backend.chat.response_format``); the system message asks for it too, since a model that
-    knows the schema fills it better than one only held to it.
+    knows the schema fills it better than one only held to it. ``parallel_calls``: a reply
+    may hold several calls (``parallel_tool_calls``); a forced function is called once.
     """
     if not getattr(tokenizer, "chat_template", None):
         raise BadRequestError(
@@ -162,14 +166,17 @@ def render_prompt(
         return list(tokenizer.encode(text, add_special_tokens=False))
 
     tool_names = frozenset(t.function.name for t in active_tools)
+    if isinstance(tool_choice, ToolChoiceObject):
+        parallel_calls = False  # as vLLM: a forced function is one call of it
     if not (constrained and active_tools):
         prefill = call_prefill(tool_choice, constrained=False) if active_tools else ""
         constraint = None if active_tools else answer_format
-        return Generation(tokens(text + prefill), prefill, tool_names, constraint)
+        return Generation(tokens(text + prefill), prefill, tool_names, constraint, parallel_calls)
     if isinstance(tool_choice, ToolChoiceObject):
         active_tools = [t for t in active_tools if t.function.name == tool_choice.function.name]
     prefill = call_prefill(tool_choice, constrained=True)
-    call = Generation(tokens(text + prefill), prefill, tool_names, call_constraint(active_tools))
+    constraint = call_constraint(active_tools, parallel_calls)
+    call = Generation(tokens(text + prefill), prefill, tool_names, constraint, parallel_calls)
     if tool_choice not in (None, "auto"):
         return call
     tool_need = None
@@ -182,7 +189,8 @@ def render_prompt(
             descriptions={t.function.name: t.function.description or "" for t in active_tools},
             plain_ids=tokens(plain),
         )
-    return AnswerOrCall(Generation(tokens(text), "", tool_names, answer_format), call, tool_need)
+    answer = Generation(tokens(text), "", tool_names, answer_format, parallel_calls)
+    return AnswerOrCall(answer, call, tool_need)
 
 
 def _asking_for(answer_format: JSONSchemaConstraint, system: str | None) -> str:

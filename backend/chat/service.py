@@ -62,6 +62,7 @@ class ChatService:
             request.tool_choice,
             constrained=self.engine.supports_constraints,
             answer_format=self._answer_format(request),
+            parallel_calls=request.parallel_calls,
         )
 
     def _answer_format(self, request: ChatCompletionRequest) -> JSONSchemaConstraint | None:

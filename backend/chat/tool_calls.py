@@ -10,7 +10,9 @@ is a JSON object naming one of the request's tools, so ordinary JSON answers sta
 
 Engines that constrain decoding generate the call object under ``call_constraint``: a JSON
 Schema admitting ``{"name": <one of the tools>, "arguments": <that tool's parameters>}``,
-so every such call parses and names a tool with schema-valid arguments.
+so every such call parses and names a tool with schema-valid arguments. Where a reply may hold
+several calls (OpenAI's ``parallel_tool_calls``, on by default), the constraint is a JSON
+array of such objects. With it off, a reply holds at most one call (``allowed_calls``).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from backend.engines.base import JSONSchemaConstraint
 from backend.protocol.schemas import (
@@ -31,12 +33,16 @@ from backend.protocol.schemas import (
 )
 
 TOOL_CALL_OPEN = "<tool_call>"
+TOOL_CALL_CLOSE = "</tool_call>"
 #: Key order of the call object: the name first, so arguments follow the chosen tool.
 KEY_ORDER = ("name", "arguments")
+
+Call = TypeVar("Call")
 
 _CALL_OBJECT_START = '{"name"'
 _CALL_FENCES = ("```", "```json", "```tool_call")
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
+
 _FENCED = re.compile(r"```(?:json|tool_call)?\s*\n?(.*?)\n?\s*```", re.DOTALL)
 
 
@@ -96,7 +102,7 @@ class ParsedOutput:
     tool_calls: list[ToolCall]
 
 
-def parse_tool_calls(text: str, tool_names: frozenset[str]) -> ParsedOutput:
+def parse_tool_calls(text: str, tool_names: frozenset[str], parallel: bool = True) -> ParsedOutput:
     """Split ``text`` into content and tool calls.
 
     Only output that ``opens_tool_call`` says is a call is read for calls: tagged calls (text
@@ -104,6 +110,7 @@ def parse_tool_calls(text: str, tool_names: frozenset[str]) -> ParsedOutput:
     coder model often answers with JSON or code blocks that are not calls). Starting with the
     call is what lets streaming send plain answers at once and still match the non-streamed
     message, and it keeps ``content`` null beside ``tool_calls`` as the spec wants.
+    ``parallel``: several calls may be kept (else the first, ``allowed_calls``).
     """
     if tool_names and opens_tool_call(text):
         stripped = text.strip()
@@ -117,9 +124,18 @@ def parse_tool_calls(text: str, tool_names: frozenset[str]) -> ParsedOutput:
         if calls:
             return ParsedOutput(
                 content=None,
-                tool_calls=[ToolCall(id=new_tool_call_id(), function=c) for c in calls],
+                tool_calls=[
+                    ToolCall(id=new_tool_call_id(), function=c)
+                    for c in allowed_calls(calls, parallel)
+                ],
             )
     return ParsedOutput(content=text, tool_calls=[])
+
+
+def allowed_calls(calls: list[Call], parallel: bool) -> list[Call]:
+    """The calls one reply may hold: all of them, or with ``parallel_tool_calls: false`` the
+    first (OpenAI's "at most one")."""
+    return calls if parallel else calls[:1]
 
 
 def _json_values(text: str) -> list[Any]:
@@ -190,13 +206,23 @@ def call_prefill(tool_choice: ToolChoice | None, constrained: bool) -> str:
     return f'{TOOL_CALL_OPEN}\n{{"name": {name}, "arguments":'
 
 
-def call_constraint(tools: Sequence[ToolDefinition]) -> JSONSchemaConstraint:
+def call_constraint(
+    tools: Sequence[ToolDefinition], parallel: bool = False
+) -> JSONSchemaConstraint:
     """The schema of one call to any of ``tools`` (insertion order kept: the grammar writes
-    "name" before "arguments")."""
+    "name" before "arguments"); with ``parallel``, of a JSON array of one or more calls.
+
+    An array rather than repeated ``<tool_call>`` tags: the 1.5B model, once a tag is closed,
+    ends its turn even when a second call is needed, while inside an array it continues with
+    ``, {`` for a second call and closes with ``]`` after one (measured on
+    benchmarks/eval/parallel_calls.jsonl; the parser reads arrays of calls).
+    """
     if not tools:
         raise ValueError("a tool-call constraint needs at least one tool")
     alternatives = [_call_schema(tool) for tool in tools]
     schema = alternatives[0] if len(alternatives) == 1 else {"anyOf": alternatives}
+    if parallel:
+        schema = {"type": "array", "items": schema, "minItems": 1}
     return JSONSchemaConstraint(json.dumps(schema, ensure_ascii=False))
 
 

@@ -1,8 +1,8 @@
 """The service's wire format (spec sections 2.2-2.8 and the request bodies of 4.1-4.3).
 
 Request models ignore unknown fields, because OpenAI-style clients send extras (``user``,
-``presence_penalty``, ``parallel_tool_calls``, ...); the useful extras are supported and
-documented on their fields. Response models serialise exactly the spec's objects.
+``presence_penalty``, ...); the useful extras are supported and documented on their fields.
+Response models serialise exactly the spec's objects.
 """
 
 from __future__ import annotations
@@ -175,6 +175,11 @@ class ChatCompletionRequest(_Request):
         default=None,
         description="auto (default with tools), none, required, or a function to force.",
     )
+    parallel_tool_calls: bool | None = Field(
+        default=None,
+        description="Whether a reply may hold several tool calls (default true); false: at "
+        "most one.",
+    )
     stop: str | list[str] | None = Field(
         default=None, description="Up to 4 sequences where generation stops (not included)."
     )
@@ -245,6 +250,11 @@ class ChatCompletionRequest(_Request):
     def token_limit(self) -> int | None:
         """The requested cap on generated tokens, whichever field carried it."""
         return self.max_tokens if self.max_tokens is not None else self.max_completion_tokens
+
+    @property
+    def parallel_calls(self) -> bool:
+        """Whether a reply may hold several tool calls (OpenAI's default: yes)."""
+        return self.parallel_tool_calls is not False
 
     @property
     def include_usage(self) -> bool:

@@ -5,6 +5,7 @@ Kept apart from the runner so they can be tested offline (tests/test_eval_metric
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import re
@@ -174,6 +175,65 @@ def summarise_tool_outcomes(outcomes: Sequence[ToolOutcome]) -> dict[str, float]
         "right_arguments": mean([float(o.right_arguments) for o in calling]),
         "false_call_rate": mean([float(o.called) for o in plain]),
         "missed_call_rate": mean([float(not o.called) for o in calling]),
+    }
+
+
+@dataclass(frozen=True)
+class ParallelOutcome:
+    """How one case needing several calls went.
+
+    ``all_calls``: every expected call was made (name and arguments), in any order, each
+    matched by its own call; ``right_functions``: the expected functions were called (as many
+    times), whatever the arguments; ``calls``: how many calls the reply held.
+    """
+
+    all_calls: bool
+    right_functions: bool
+    calls: int
+
+
+def judge_parallel_case(
+    expected: Sequence[Mapping[str, Any]],
+    calls: Sequence[tuple[str, str]],
+    tools: Mapping[str, Mapping[str, Any]],
+) -> ParallelOutcome:
+    """Score a reply's calls, each ``(function name, arguments JSON text)``, against the
+    calls a case expects (``{"name", "arguments"}`` rules as in ``arguments_match``)."""
+    made = []
+    for name, arguments_text in calls:
+        try:
+            arguments = json.loads(arguments_text)
+        except (TypeError, json.JSONDecodeError):
+            arguments = None
+        made.append((name, arguments if isinstance(arguments, dict) else None))
+
+    def fits(rule: Mapping[str, Any], call: tuple[str, dict | None]) -> bool:
+        name, arguments = call
+        return (
+            name == rule["name"]
+            and arguments is not None
+            and arguments_match(rule["arguments"], arguments, tools[name]["parameters"])
+        )
+
+    all_calls = any(
+        all(fits(rule, call) for rule, call in zip(expected, chosen, strict=True))
+        for chosen in itertools.permutations(made, len(expected))
+    )
+    right_functions = sorted(r["name"] for r in expected) == sorted(n for n, _ in made)
+    return ParallelOutcome(all_calls, right_functions, len(calls))
+
+
+def summarise_parallel_outcomes(
+    outcomes: Sequence[ParallelOutcome], single_call_counts: Sequence[int]
+) -> dict[str, float]:
+    """Rates over the cases: all expected calls made, the right functions, the mean number of
+    calls; and, asked with ``parallel_tool_calls: false``, exactly one call."""
+    return {
+        "cases": len(outcomes),
+        "all_calls": mean([float(o.all_calls) for o in outcomes]),
+        "right_functions": mean([float(o.right_functions) for o in outcomes]),
+        "mean_calls": mean([float(o.calls) for o in outcomes]),
+        "one_call_when_not_parallel": mean([float(n == 1) for n in single_call_counts]),
     }
 
 

@@ -2,10 +2,11 @@
 
     .venv/bin/python -m benchmarks.eval.run_eval --profile small
 
-Runs the groundedness, tool-call, retrieval and extraction sets of this folder against an
-``InProcessBackend`` for the profile, prints a table and writes ``results-<profile>.json``
-(figures and every case's outcome). ``--sections``, ``--extraction-modes`` and ``--limit`` run
-part of it; ``CORE_CHAT_ENGINE`` picks the chat engine as it does for the service.
+Runs the groundedness, tool-call (one call, and several calls in one reply), retrieval
+and extraction sets of this folder against an ``InProcessBackend`` for the profile,
+prints a table and writes ``results-<profile>.json`` (figures and every case's outcome).
+``--sections``, ``--extraction-modes`` and ``--limit`` run part of it;
+``CORE_CHAT_ENGINE`` picks the chat engine as it does for the service.
 """
 
 from __future__ import annotations
@@ -33,13 +34,19 @@ from benchmarks.eval.metrics import GROUNDED, NOT_GROUNDED, NOT_SURE
 from benchmarks.machine import cpu_name
 
 EVAL_DIR = Path(__file__).resolve().parent
-SECTIONS = ("groundedness", "tools", "retrieval", "extraction", "extraction_heldout")
+SECTIONS = ("groundedness", "tools", "parallel", "retrieval", "extraction", "extraction_heldout")
 #: The extraction sections and their sets (the held-out set is never used to tune anything).
 EXTRACTION_SETS = {
     "extraction": "extraction.jsonl",
     "extraction_heldout": "extraction_heldout.jsonl",
 }
+#: The sets of prompts needing several tool calls: one tuned on, one held out (never tuned on).
+PARALLEL_SETS = {
+    "parallel": "parallel_calls.jsonl",
+    "parallel_heldout": "parallel_calls_heldout.jsonl",
+}
 TOOL_MAX_TOKENS = 160
+PARALLEL_MAX_TOKENS = 320
 EMBED_BATCH = 32
 
 
@@ -165,6 +172,56 @@ def evaluate_tools(
     return {"summary": summary, "cases": rows}
 
 
+# ------------------------------------------------------------------ parallel tool calls
+
+
+def evaluate_parallel_calls(
+    backend: Any, cases: Sequence[dict[str, Any]], tools: dict[str, dict[str, Any]]
+) -> dict[str, Any]:
+    """Two greedy requests per case needing several calls: with parallel calls (the default),
+    and with ``parallel_tool_calls: false``."""
+    functions = {name: tool["function"] for name, tool in tools.items()}
+    outcomes, single_counts, rows = [], [], []
+    for case in tqdm(cases, desc="parallel calls", unit="case"):
+        replies = {}
+        for parallel in (True, False):
+            started = time.perf_counter()
+            reply = backend.chat(
+                {
+                    "model": DEFAULT_CHAT_MODEL,
+                    "messages": [{"role": "user", "content": case["prompt"]}],
+                    "tools": [tools[name] for name in case["tools"]],
+                    "temperature": 0,
+                    "max_tokens": PARALLEL_MAX_TOKENS,
+                    "parallel_tool_calls": parallel,
+                }
+            )
+            message = reply.choices[0].message
+            calls = [(c.function.name, c.function.arguments) for c in message.tool_calls or []]
+            replies[parallel] = (calls, message.content, time.perf_counter() - started)
+        calls, content, seconds = replies[True]
+        outcome = metrics.judge_parallel_case(case["expected"], calls, functions)
+        outcomes.append(outcome)
+        single_counts.append(len(replies[False][0]))
+        rows.append(
+            {
+                "id": case["id"],
+                "language": case["language"],
+                "expected": case["expected"],
+                "calls": [{"name": n, "arguments": a} for n, a in calls],
+                "content": content,
+                "seconds": seconds,
+                "calls_when_not_parallel": [
+                    {"name": n, "arguments": a} for n, a in replies[False][0]
+                ],
+                **outcome.__dict__,
+            }
+        )
+    summary = metrics.summarise_parallel_outcomes(outcomes, single_counts)
+    summary["seconds_per_case"] = metrics.mean([r["seconds"] for r in rows])
+    return {"summary": summary, "cases": rows}
+
+
 # ------------------------------------------------------------------ retrieval
 
 
@@ -246,6 +303,10 @@ def format_table(results: dict[str, Any]) -> str:
             "false_call_rate",
             "seconds_per_case",
         ),
+        **{
+            name: ("cases", "all_calls", "right_functions", "one_call_when_not_parallel")
+            for name in PARALLEL_SETS
+        },
         "retrieval": ("queries", "passages", "recall_at_1", "mrr"),
     }
     for section, keys in picks.items():
@@ -313,6 +374,11 @@ def run(
             cases = load_jsonl("tool_calls.jsonl")[:limit]
             log(f"tool calls: {len(cases)} cases")
             results["tools"] = evaluate_tools(backend, cases, load_tools())
+        if "parallel" in sections:
+            for name, file in PARALLEL_SETS.items():
+                cases = load_jsonl(file)[:limit]
+                log(f"{name}: {len(cases)} cases")
+                results[name] = evaluate_parallel_calls(backend, cases, load_tools())
         if "retrieval" in sections:
             log("retrieval")
             results["retrieval"] = evaluate_retrieval(

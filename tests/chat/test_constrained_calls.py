@@ -77,7 +77,7 @@ def test_auto_regenerates_a_call_that_the_model_opens_under_the_constraint(openi
     engine, message = _chat(opening, tools=[WEATHER, EVENT])
     free, constrained = engine.constraints
     assert free is None
-    assert {alt["properties"]["name"]["const"] for alt in constrained.schema["anyOf"]} == {
+    assert {alt["properties"]["name"]["const"] for alt in constrained.schema["items"]["anyOf"]} == {
         "get_weather",
         "create_event",
     }
@@ -108,7 +108,7 @@ def test_a_named_tool_choice_constrains_to_that_tool_alone():
 def test_required_constrains_to_any_of_the_tools():
     engine, _ = _chat("ignored", tools=[WEATHER, EVENT], tool_choice="required")
     [constraint] = engine.constraints
-    assert len(constraint.schema["anyOf"]) == 2
+    assert len(constraint.schema["items"]["anyOf"]) == 2
 
 
 def test_no_tools_means_no_constraint():
