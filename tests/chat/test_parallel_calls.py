@@ -10,7 +10,9 @@ import pytest
 
 from backend.local import InProcessBackend
 from backend.testing import CharCountEmbeddingEngine, ScriptedChatEngine
+from backend.testing.engines import _says
 from tests.chat.test_chat_pipeline import WEATHER_TOOL, _fold_stream
+from tests.chat.test_constrained_calls import EVENT, WEATHER
 
 TWO_CALLS = (
     '<tool_call>\n[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
@@ -68,3 +70,56 @@ def test_parallel_tool_calls_false_keeps_the_first_call_streamed_or_not():
     assert [json.loads(c.function.arguments) for c in message.tool_calls] == CITIES[:1]
     assert [json.loads(c["arguments"]) for c in calls] == CITIES[:1]
     assert finish == "stop"
+
+
+class TwoToolEngine(ScriptedChatEngine):
+    """Opens a call; under the call constraint writes one call to each of ``get_weather`` and
+    ``create_event``; answers ``Hello there.`` without tools; and to the tool-need question
+    says yes for the tools in ``needed``."""
+
+    CALLS = (
+        '[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+        '{"name": "create_event", "arguments": {"day": "monday", "people": 2}}]'
+    )
+
+    def __init__(self, needed: set[str]) -> None:
+        super().__init__(constrains=True)
+        self.needed = needed
+        self.asked: list[str] = []
+
+    def reply_for(self, prompt: str) -> str:
+        if "tools:" not in prompt:
+            return "Hello there."
+        return self.CALLS if self.constraints[-1] is not None else '<tool_call>\n{"name"'
+
+    def next_token_logprobs(self, prompt_ids, candidate_ids):
+        question = self.tokenizer.decode(prompt_ids)
+        [name] = [n for n in ("get_weather", "create_event") if f'"{n}"' in question]
+        self.asked.append(name)
+        return _says(name in self.needed, candidate_ids)
+
+
+@pytest.mark.parametrize(
+    ("needed", "asked", "kept"),
+    [
+        (set(), ["get_weather", "create_event"], False),  # no tool needed: a plain answer
+        ({"create_event"}, ["get_weather", "create_event"], True),  # one needed: both kept
+        ({"get_weather"}, ["get_weather"], True),  # the first needed: the rest not asked
+    ],
+)
+def test_a_reply_of_several_calls_is_kept_whole_when_any_tool_is_needed(needed, asked, kept):
+    engine = TwoToolEngine(needed)
+    service = InProcessBackend(
+        profile="default", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+    )
+    body = {
+        "model": "core-1-mini-chat",
+        "messages": [{"role": "user", "content": "Weather in Paris, and book Monday for two?"}],
+        "tools": [WEATHER, EVENT],
+    }
+    message = service.chat(body).choices[0].message
+    assert engine.asked == asked
+    if kept:
+        assert [c.function.name for c in message.tool_calls] == ["get_weather", "create_event"]
+    else:
+        assert message.tool_calls is None and message.content == "Hello there."
