@@ -325,6 +325,7 @@ class ChatCore(CoreConnection, BaseChatModel):
         *,
         tool_choice: ToolChoiceLike = None,
         strict: bool | None = None,
+        parallel_tool_calls: bool | None = None,
         **kwargs: Any,
     ) -> Runnable[LanguageModelInput, AIMessage]:
         """Bind tools (LangChain tools, pydantic models, functions or OpenAI tool dicts).
@@ -334,7 +335,12 @@ class ChatCore(CoreConnection, BaseChatModel):
             tool_choice: ``auto``, ``none``, ``any``/``required`` (some call), a tool name
                 (that call), or ``True`` with a single tool (see ``tool_choice_to_wire``).
             strict: passed to ``convert_to_openai_tool``.
+            parallel_tool_calls: sent as the request field (as ``ChatOpenAI`` does): False
+                asks for at most one call a reply; None leaves the service's default (several
+                allowed). Every call of a reply is in ``AIMessage.tool_calls``.
         """
+        if parallel_tool_calls is not None:
+            kwargs["parallel_tool_calls"] = parallel_tool_calls
         formatted = [convert_to_openai_tool(t, strict=strict) for t in tools]
         wire_choice = tool_choice_to_wire(tool_choice, [t["function"]["name"] for t in formatted])
         if wire_choice is not None:

@@ -218,7 +218,9 @@ class Core(CoreConnection, FunctionCallingLLM):
         **kwargs: Any,
     ) -> dict[str, Any]:
         """The ``chat`` arguments for a call with tools: ``tool_required`` asks for
-        ``tool_choice="required"``; a ``tool_choice`` naming a function forces it."""
+        ``tool_choice="required"``; a ``tool_choice`` naming a function forces it;
+        ``allow_parallel_tool_calls`` is sent as ``parallel_tool_calls``, so a reply that may
+        hold one call is generated as one (``FunctionAgent`` allows several by default)."""
         messages = list(chat_history or [])  # never the caller's list: it is their memory
         if isinstance(user_msg, str):
             user_msg = ChatMessage(role=MessageRole.USER, content=user_msg)
@@ -229,6 +231,7 @@ class Core(CoreConnection, FunctionCallingLLM):
             "messages": messages,
             "tools": definitions or None,
             "tool_choice": resolve_tool_choice(tool_choice, tool_required) if definitions else None,
+            "parallel_tool_calls": allow_parallel_tool_calls if definitions else None,
             **kwargs,
         }
 
@@ -239,7 +242,8 @@ class Core(CoreConnection, FunctionCallingLLM):
         allow_parallel_tool_calls: bool = False,
         **kwargs: Any,
     ) -> ChatResponse:
-        """Keep only the first tool call unless parallel calls are allowed."""
+        """Keep only the first tool call unless parallel calls are allowed (LlamaIndex's
+        ``force_single_tool_call``; the service, asked for one call, already sends one)."""
         if not allow_parallel_tool_calls:
             message = response.message
             first_call = next(

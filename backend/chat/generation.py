@@ -8,7 +8,7 @@ is (``backend.chat.tool_calls.opens_tool_call``); if they open a call, that free
 dropped and the call is generated again from its opening, under the constraint that makes it
 match a tool's schema. A plain answer continues as it started, unconstrained and unslowed;
 one in a ``response_format`` is generated again from the start under the format's constraint.
-Where the profile sets a threshold, a call the model itself finds unneeded for the message is
+Where the profile sets a threshold, calls the model itself finds unneeded for the message are
 dropped and the message answered without tools (``backend.chat.tool_need``).
 """
 
@@ -20,7 +20,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from backend.chat.output import OutputEvent, OutputProcessor, ToolCallsFound
 from backend.chat.prompt import AnswerOrCall, Generation, RenderedPrompt
 from backend.chat.tool_calls import opens_tool_call
-from backend.chat.tool_need import call_is_wanted
+from backend.chat.tool_need import calls_are_wanted
 from backend.engines.base import ChatEngine, SamplingParams
 from backend.protocol.schemas import TokenLogprob
 
@@ -93,7 +93,8 @@ def _answer_or_call(
     # The call is read whole before it is checked (calls go out at the end anyway).
     held = list(call)
     found = next((event.calls for event in held if isinstance(event, ToolCallsFound)), [])
-    if not found or call_is_wanted(engine, check, found[0].function.name, tool_need_below):
+    names = [call.function.name for call in found]
+    if not found or calls_are_wanted(engine, check, names, tool_need_below):
         yield from held
         return
     plain = Generation(check.plain_ids, constraint=prompt.answer.constraint)

@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.chat.tool_calls import call_constraint, call_prefill
+from backend.chat.tool_calls import call_constraint, call_prefill, several_calls_allowed
 from backend.chat.tool_need import ToolNeedCheck
 from backend.engines.base import JSONSchemaConstraint
 from backend.protocol.errors import BadRequestError
@@ -166,8 +166,7 @@ def render_prompt(
         return list(tokenizer.encode(text, add_special_tokens=False))
 
     tool_names = frozenset(t.function.name for t in active_tools)
-    if isinstance(tool_choice, ToolChoiceObject):
-        parallel_calls = False  # as vLLM: a forced function is one call of it
+    parallel_calls = several_calls_allowed(parallel_calls, tool_choice)
     if not (constrained and active_tools):
         prefill = call_prefill(tool_choice, constrained=False) if active_tools else ""
         constraint = None if active_tools else answer_format

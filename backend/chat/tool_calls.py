@@ -28,6 +28,7 @@ from backend.protocol.schemas import (
     FunctionCall,
     ToolCall,
     ToolChoice,
+    ToolChoiceObject,
     ToolDefinition,
     new_tool_call_id,
 )
@@ -136,6 +137,12 @@ def allowed_calls(calls: list[Call], parallel: bool) -> list[Call]:
     """The calls one reply may hold: all of them, or with ``parallel_tool_calls: false`` the
     first (OpenAI's "at most one")."""
     return calls if parallel else calls[:1]
+
+
+def several_calls_allowed(parallel_tool_calls: bool, tool_choice: ToolChoice | None) -> bool:
+    """Whether a reply may hold several calls: as the request asks, except that a forced
+    function is called once (as vLLM does)."""
+    return parallel_tool_calls and not isinstance(tool_choice, ToolChoiceObject)
 
 
 def _json_values(text: str) -> list[Any]:

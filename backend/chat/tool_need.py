@@ -5,12 +5,16 @@ model answered a greeting with ``get_weather`` and "what is 17 times 3?" with a 
 up, which the schema constraint then turns into a real tool. Once a call is generated, the
 model is asked whether replying to the message needs that tool, and P(yes) is read
 (``backend.chat.yes_no``); below the profile's threshold the call is dropped and the message
-answered without tools. The 0.5B model's readings all sit near 0.5, so its profile has no
+answered without tools. A reply of several calls is kept whole when any of its tools is found
+needed, and dropped whole otherwise (``calls_are_wanted``): the question is about a tool, not
+a call's arguments, and a reply cut to some of its calls would carry out part of a plan the
+model made as one. The 0.5B model's readings all sit near 0.5, so its profile has no
 check (the readings measured are in benchmarks/README.md).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from backend.chat.yes_no import YesNoReader
@@ -45,3 +49,11 @@ def call_is_wanted(engine: ChatEngine, check: ToolNeedCheck, name: str, threshol
     )
     conversation = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
     return reader.probability(reader.prompt_ids(conversation)) >= threshold
+
+
+def calls_are_wanted(
+    engine: ChatEngine, check: ToolNeedCheck, names: Iterable[str], threshold: float
+) -> bool:
+    """Whether a reply calling tools ``names`` is kept: some tool among them is needed (each
+    tool asked about once, in order, until one is)."""
+    return any(call_is_wanted(engine, check, name, threshold) for name in dict.fromkeys(names))

@@ -6,8 +6,10 @@ through to the engine. What comes back goes through the same output path as a lo
 tokens (``backend.chat.output.OutputProcessor``, text in place of token ids): stop sequences,
 and tool calls the engine wrote as text (``<tool_call>{...}``, a fenced JSON block: an engine
 started without a tool parser) parsed by the project's own parser. Calls the engine parsed
-itself are kept as it sent them. Whole or streamed, the events become the spec's completion or
-its chunks (``backend.chat.responses``), with this service's id and ``created`` on every chunk
+itself are kept as it sent them: all of them, or with ``parallel_tool_calls: false`` (sent on
+to the engine) or a forced function the first (``backend.chat.tool_calls.allowed_calls``), as
+for calls read from text. Whole or streamed, the events become the spec's completion or its
+chunks (``backend.chat.responses``), with this service's id and ``created`` on every chunk
 and the catalogue's versioned model name. ``logprobs`` and ``top_logprobs`` go to the engine,
 and the entries it returns go out with the text it sent them with.
 """
@@ -21,6 +23,7 @@ from backend.chat.output import Finished, OutputEvent, OutputProcessor, ToolCall
 from backend.chat.response_format import format_constraint
 from backend.chat.responses import PreparedAnswer
 from backend.chat.service import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
+from backend.chat.tool_calls import allowed_calls, several_calls_allowed
 from backend.protocol.catalogue import ModelCard
 from backend.protocol.schemas import (
     ChatCompletionRequest,
@@ -61,6 +64,7 @@ def engine_body(request: ChatCompletionRequest, model: str) -> dict[str, Any]:
             "response_format",
             "logprobs",
             "top_logprobs",
+            "parallel_tool_calls",
         },
     )
     body: dict[str, Any] = {
@@ -107,8 +111,13 @@ def _events(
     should_stop: Callable[[], bool],
 ) -> Iterator[OutputEvent]:
     """Events of an engine's answer, whole (one piece) or streamed (one piece per chunk)."""
+    parallel = several_calls_allowed(request.parallel_calls, request.tool_choice)
     processor = OutputProcessor(
-        None, frozenset(), stop=request.stop or (), tool_names=callable_tools(request)
+        None,
+        frozenset(),
+        stop=request.stop or (),
+        tool_names=callable_tools(request),
+        parallel_calls=parallel,
     )
     engine_calls = _ToolCallAssembler()
     reason, usage = None, None
@@ -129,7 +138,7 @@ def _events(
         if processor.stopped or should_stop():
             break
     events = processor.finish()
-    calls = engine_calls.calls()
+    calls = allowed_calls(engine_calls.calls(), parallel)
     if calls:
         yield ToolCallsFound(calls)
     for event in events:

@@ -20,6 +20,7 @@ from backend.testing.engines import (
     CharTokenizer,
     EchoChatEngine,
     ScriptedChatEngine,
+    ToolLoopEngine,
 )
 
 __all__ = [
@@ -31,6 +32,7 @@ __all__ = [
     "RecordingBackend",
     "ScriptedChatEngine",
     "StubBackend",
+    "ToolLoopEngine",
     "offline_backend",
     "scripted_backend",
 ]

@@ -139,6 +139,23 @@ class EchoChatEngine(ScriptedChatEngine):
         return _says(says_yes, candidate_ids)
 
 
+class ToolLoopEngine(ScriptedChatEngine):
+    """One turn of an agent's tool loop: answers ``calls`` (a reply of tool calls) while the
+    conversation holds no tool results, and then ``answer``, followed by every result line
+    the prompt shows (``- name(arguments) returned: result``), so a test sees which calls the
+    agent ran."""
+
+    RESULT_MARK = " returned: "
+
+    def __init__(self, calls: str, answer: str = "Done.") -> None:
+        super().__init__(calls)
+        self.answer = answer
+
+    def reply_for(self, prompt: str) -> str:
+        results = [line for line in prompt.splitlines() if self.RESULT_MARK in line]
+        return "\n".join([self.answer, *results]) if results else self.reply
+
+
 def _says(yes: bool, candidate_ids: Sequence[int]) -> list[float]:
     """Log-probabilities that put (nearly) all mass on the first letter of "yes" or "no"."""
     first = ord("y") if yes else ord("n")

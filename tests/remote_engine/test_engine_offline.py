@@ -3,6 +3,8 @@ and reading an engine's answers into the service's events (pure converters)."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 import backend
@@ -182,3 +184,47 @@ def test_stop_sequences_and_length_are_the_finish_reasons():
     pieces = [_piece("one"), _piece(" two", finish="length")]
     events = list(_events(pieces, _request(), lambda: False))
     assert events[-1] == Finished("length", 2, prompt_tokens=None)
+
+
+@pytest.mark.parametrize(("given", "sent"), [({}, None), ({"parallel_tool_calls": False}, False)])
+def test_parallel_tool_calls_is_passed_on_to_the_engine_when_given(given, sent):
+    body = engine_body(_request(tools=[WEATHER], **given), "eng-id")
+    assert body.get("parallel_tool_calls") is sent
+
+
+def _two_engine_calls(streamed: bool) -> list[EngineCompletion]:
+    calls = [
+        {"index": i, "id": f"call_{i}", "function": {"name": "get_weather", "arguments": args}}
+        for i, args in enumerate(['{"city": "Oslo"}', '{"city": "Rome"}'])
+    ]
+    if streamed:
+        return [_piece(tool_calls=[call]) for call in calls] + [_piece(finish="tool_calls")]
+    return [_piece(tool_calls=calls, finish="tool_calls", delta=False)]
+
+
+@pytest.mark.parametrize("streamed", [False, True])
+@pytest.mark.parametrize(
+    ("given", "kept"),
+    [
+        ({}, ["call_0", "call_1"]),
+        ({"parallel_tool_calls": False}, ["call_0"]),
+        ({"tool_choice": {"type": "function", "function": {"name": "get_weather"}}}, ["call_0"]),
+    ],
+)
+def test_calls_the_engine_parsed_are_kept_as_parallel_tool_calls_allows(streamed, given, kept):
+    request = _request(tools=[WEATHER], **given)
+    events = list(_events(_two_engine_calls(streamed), request, lambda: False))
+    (found,) = [e for e in events if isinstance(e, ToolCallsFound)]
+    assert [c.id for c in found.calls] == kept
+
+
+def test_calls_the_engine_wrote_as_text_are_kept_as_parallel_tool_calls_allows():
+    text = (
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Oslo"}}\n</tool_call>\n'
+        '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Rome"}}\n</tool_call>'
+    )
+    for given, cities in [({}, ["Oslo", "Rome"]), ({"parallel_tool_calls": False}, ["Oslo"])]:
+        pieces = [_piece(text, "stop", delta=False)]
+        events = list(_events(pieces, _request(tools=[WEATHER], **given), lambda: False))
+        (found,) = [e for e in events if isinstance(e, ToolCallsFound)]
+        assert [json.loads(c.function.arguments)["city"] for c in found.calls] == cities

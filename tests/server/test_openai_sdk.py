@@ -111,6 +111,34 @@ def test_streamed_tool_calls(sdk, engine):
     assert json.loads(calls[0]["arguments"]) == {"city": "Seoul"}
 
 
+TWO_CALLS_REPLY = (
+    '<tool_call>\n[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+    '{"name": "get_weather", "arguments": {"city": "Tokyo"}}]\n</tool_call>'
+)
+
+
+@pytest.mark.parametrize("parallel", [None, False])
+def test_streamed_parallel_tool_calls_match_the_message(sdk, engine, parallel):
+    engine.reply = TWO_CALLS_REPLY
+    extra = {} if parallel is None else {"parallel_tool_calls": parallel}
+    request = {"model": "core-1-mini-chat", "messages": MESSAGES, "tools": [WEATHER_TOOL], **extra}
+    message = sdk.chat.completions.create(**request).choices[0].message
+    calls: dict[int, dict[str, str]] = {}
+    for chunk in sdk.chat.completions.create(**request, stream=True):
+        for delta in (chunk.choices[0].delta.tool_calls or []) if chunk.choices else []:
+            call = calls.setdefault(delta.index, {"id": "", "name": "", "arguments": ""})
+            call["id"] += delta.id or ""
+            call["name"] += delta.function.name or ""
+            call["arguments"] += delta.function.arguments or ""
+    cities = ["Paris", "Tokyo"] if parallel is None else ["Paris"]
+    assert list(calls) == list(range(len(cities)))
+    assert len({c["id"] for c in calls.values()}) == len(cities)
+    assert [(c["name"], json.loads(c["arguments"])) for c in calls.values()] == [
+        (c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls
+    ]
+    assert [json.loads(c.function.arguments)["city"] for c in message.tool_calls] == cities
+
+
 def test_embeddings_base64_default_matches_float(sdk):
     texts = ["the sky is blue", "grass is green"]
     default = sdk.embeddings.create(model="core-embedding-1-large-passage", input=texts)

@@ -1,0 +1,125 @@
+"""Several tool calls in one reply, offline: each streamed under its own index and id, the
+non-streamed message equal to the folded stream, ``parallel_tool_calls: false`` keeping the
+first, and the tool-need check over every call."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from backend.local import InProcessBackend
+from backend.testing import CharCountEmbeddingEngine, ScriptedChatEngine
+from backend.testing.engines import _says
+from tests.chat.test_chat_pipeline import WEATHER_TOOL, _fold_stream
+from tests.chat.test_constrained_calls import EVENT, WEATHER
+
+TWO_CALLS = (
+    '<tool_call>\n[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+    '{"name": "get_weather", "arguments": {"city": "Tokyo"}}]\n</tool_call>'
+)
+CITIES = [{"city": "Paris"}, {"city": "Tokyo"}]
+
+
+def _service(engine) -> InProcessBackend:
+    return InProcessBackend(
+        profile="small", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+    )
+
+
+def _request(**extra):
+    return {
+        "model": "core-1-mini-chat",
+        "messages": [{"role": "user", "content": "Weather in Paris and in Tokyo?"}],
+        "tools": [WEATHER_TOOL],
+        **extra,
+    }
+
+
+@pytest.mark.parametrize("extra", [{}, {"parallel_tool_calls": True}])
+def test_two_calls_stream_with_their_own_index_and_id_and_fold_to_the_message(extra):
+    service = _service(ScriptedChatEngine(TWO_CALLS))
+    completion = service.chat(_request(**extra))
+    message = completion.choices[0].message
+    chunks = list(service.stream_chat(_request(**extra)))
+    content, calls, finish, _ = _fold_stream(chunks)
+
+    assert message.content is None and content == ""
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls] == [
+        ("get_weather", city) for city in CITIES
+    ]
+    # the folded stream is the message (ids are drawn per response, so compared for shape)
+    assert [(c["name"], c["arguments"]) for c in calls] == [
+        (c.function.name, c.function.arguments) for c in message.tool_calls
+    ]
+    assert finish == completion.choices[0].finish_reason == "stop"  # the spec's two reasons
+    deltas = [
+        d for chunk in chunks for choice in chunk.choices for d in choice.delta.tool_calls or ()
+    ]
+    opening = [d for d in deltas if d.id is not None]
+    assert [d.index for d in opening] == [0, 1]
+    assert all(d.type == "function" and d.function.name == "get_weather" for d in opening)
+    assert len({d.id for d in opening}) == 2
+    assert len({c.id for c in message.tool_calls}) == 2
+
+
+def test_parallel_tool_calls_false_keeps_the_first_call_streamed_or_not():
+    service = _service(ScriptedChatEngine(TWO_CALLS))
+    message = service.chat(_request(parallel_tool_calls=False)).choices[0].message
+    _, calls, finish, _ = _fold_stream(service.stream_chat(_request(parallel_tool_calls=False)))
+    assert [json.loads(c.function.arguments) for c in message.tool_calls] == CITIES[:1]
+    assert [json.loads(c["arguments"]) for c in calls] == CITIES[:1]
+    assert finish == "stop"
+
+
+class TwoToolEngine(ScriptedChatEngine):
+    """Opens a call; under the call constraint writes one call to each of ``get_weather`` and
+    ``create_event``; answers ``Hello there.`` without tools; and to the tool-need question
+    says yes for the tools in ``needed``."""
+
+    CALLS = (
+        '[{"name": "get_weather", "arguments": {"city": "Paris"}}, '
+        '{"name": "create_event", "arguments": {"day": "monday", "people": 2}}]'
+    )
+
+    def __init__(self, needed: set[str]) -> None:
+        super().__init__(constrains=True)
+        self.needed = needed
+        self.asked: list[str] = []
+
+    def reply_for(self, prompt: str) -> str:
+        if "tools:" not in prompt:
+            return "Hello there."
+        return self.CALLS if self.constraints[-1] is not None else '<tool_call>\n{"name"'
+
+    def next_token_logprobs(self, prompt_ids, candidate_ids):
+        question = self.tokenizer.decode(prompt_ids)
+        [name] = [n for n in ("get_weather", "create_event") if f'"{n}"' in question]
+        self.asked.append(name)
+        return _says(name in self.needed, candidate_ids)
+
+
+@pytest.mark.parametrize(
+    ("needed", "asked", "kept"),
+    [
+        (set(), ["get_weather", "create_event"], False),  # no tool needed: a plain answer
+        ({"create_event"}, ["get_weather", "create_event"], True),  # one needed: both kept
+        ({"get_weather"}, ["get_weather"], True),  # the first needed: the rest not asked
+    ],
+)
+def test_a_reply_of_several_calls_is_kept_whole_when_any_tool_is_needed(needed, asked, kept):
+    engine = TwoToolEngine(needed)
+    service = InProcessBackend(
+        profile="default", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+    )
+    body = {
+        "model": "core-1-mini-chat",
+        "messages": [{"role": "user", "content": "Weather in Paris, and book Monday for two?"}],
+        "tools": [WEATHER, EVENT],
+    }
+    message = service.chat(body).choices[0].message
+    assert engine.asked == asked
+    if kept:
+        assert [c.function.name for c in message.tool_calls] == ["get_weather", "create_event"]
+    else:
+        assert message.tool_calls is None and message.content == "Hello there."
