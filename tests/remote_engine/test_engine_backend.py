@@ -16,21 +16,9 @@ from backend.protocol.errors import BadRequestError
 from backend.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
 from backend.testing.engine_servers import p_yes_gaps_from_clean_caches
 from benchmarks.eval.run_eval import load_jsonl
+from tests.tools import WEATHER
 
 pytestmark = pytest.mark.model
-
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather in a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 
 
 def _ask(content: str, **fields) -> dict:

@@ -12,23 +12,12 @@ from backend.protocol.catalogue import PASSAGE_MODEL, QUERY_MODEL
 from backend.testing.servers import running_server
 from langchain_core_ext import ChatCore, CoreEmbeddings, CoreGroundednessCheck
 from llamaindex_core_ext import Core, CoreEmbedding, CoreGroundednessEvaluator
+from tests.tools import WEATHER
 
 openai = pytest.importorskip("openai")
 
 pytestmark = pytest.mark.model
 
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather in a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 CONTEXT = "The museum opens at 10:00 and closes at 18:00 every day except Monday."
 
 

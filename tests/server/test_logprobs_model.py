@@ -14,6 +14,7 @@ import math
 import pytest
 
 from tests.server.helpers import API_KEY
+from tests.tools import WEATHER
 
 pytestmark = pytest.mark.model
 
@@ -26,18 +27,6 @@ ASK = {
     "max_tokens": 24,
     "logprobs": True,
     "top_logprobs": 5,
-}
-WEATHER = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Current weather in a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
 }
 
 
