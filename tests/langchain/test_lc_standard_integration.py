@@ -1,12 +1,11 @@
 """LangChain's standard integration suites on the real small-profile models, in-process (the
 shared session backend) and through a real HTTP server on a loopback port.
 
-The chat model is built as a new user builds it, with the model name only: the spec's
-temperature 0.7 and no ``max_tokens``, so these tests also show that sampled answers, tool
-calls and structured output (all three methods, json_mode included) end on their own
-(``backend.engines.json_bounds``). No xfails: the two tests the 0.5B model used to fail
-(inventing a tool name under tool_choice='any', copying a no-argument tool's schema into its
-arguments) pass since calls are decoded under the tools' schemas.
+Generation is kept short so the suites stay fast on a CPU: temperature 0, 8 new tokens where
+any text will do, more where a whole tool call or JSON object must fit. No xfails: the two
+tests the 0.5B model used to fail (inventing a tool name under tool_choice='any', copying a
+no-argument tool's schema into its arguments) pass since calls are decoded under the tools'
+schemas.
 """
 
 from __future__ import annotations
@@ -25,17 +24,15 @@ from langchain_core_ext import ChatCore, CoreEmbeddings, CoreGroundednessCheck
 
 pytestmark = pytest.mark.model
 
-CHAT_PARAMS = {"model": "core-1-mini-chat"}  # what a new user writes
-#: ``with_structured_output`` methods that take the schema (json_mode has its own test).
-SCHEMA_METHODS = ("function_calling", "json_schema")
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """The suite's structured-output tests run once per method that takes the schema."""
-    if "structured_output" in metafunc.function.__name__ and (
-        "structured_method" in metafunc.fixturenames
-    ):
-        metafunc.parametrize("structured_method", SCHEMA_METHODS, indirect=True)
+CHAT_PARAMS = {"model": "core-1-mini-chat", "temperature": 0}
+# New-token budgets by what a test needs to see whole (the first matching name wins).
+_TOKEN_BUDGETS = (
+    # The model pastes the tool's whole docstring into the description argument.
+    (("unicode",), 128),
+    (("structured_output", "json_mode"), 48),  # a whole JSON object
+    (("tool_calling", "tool_choice", "bind_runnables", "agent_loop", "few_shot"), 32),  # a call
+)
+SHORT_REPLY_TOKENS = 8  # any non-empty text will do
 
 
 class _InProcess:
@@ -56,16 +53,15 @@ class _OverHTTP:
 
 class _ChatSuite(ChatModelIntegrationTests):
     connection: dict[str, Any]
-    method: str
+    max_tokens: int
 
     @pytest.fixture(autouse=True)
-    def structured_method(self, request: pytest.FixtureRequest) -> str:
-        self.method = getattr(request, "param", "function_calling")
-        return self.method
-
-    @property
-    def structured_output_kwargs(self) -> dict[str, Any]:
-        return {"method": self.method}
+    def _token_budget(self, request: pytest.FixtureRequest) -> None:
+        name = request.node.name
+        self.max_tokens = next(
+            (budget for words, budget in _TOKEN_BUDGETS if any(w in name for w in words)),
+            SHORT_REPLY_TOKENS,
+        )
 
     @property
     def chat_model_class(self) -> type[BaseChatModel]:
@@ -73,11 +69,7 @@ class _ChatSuite(ChatModelIntegrationTests):
 
     @property
     def chat_model_params(self) -> dict[str, Any]:
-        return {**CHAT_PARAMS, **self.connection}
-
-    @property
-    def supports_json_mode(self) -> bool:
-        return True
+        return {**CHAT_PARAMS, "max_tokens": self.max_tokens, **self.connection}
 
     @property
     def model_override_value(self) -> str:
