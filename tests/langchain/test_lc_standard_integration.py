@@ -30,7 +30,9 @@ _TOKEN_BUDGETS = (
     # The model pastes the tool's whole docstring into the description argument.
     (("unicode",), 128),
     (("structured_output", "json_mode"), 48),  # a whole JSON object
-    (("tool_calling", "tool_choice", "bind_runnables", "agent_loop", "few_shot"), 32),  # a call
+    # tool_choice='any' with two tools: the reply may call both (parallel_tool_calls).
+    (("tool_choice",), 64),
+    (("tool_calling", "bind_runnables", "agent_loop", "few_shot"), 32),  # a call
 )
 SHORT_REPLY_TOKENS = 8  # any non-empty text will do
 
