@@ -133,6 +133,31 @@ def unparsed_call_in(content: str | None, tool_names: Sequence[str]) -> bool:
     return False
 
 
+def _ask_with_tools(
+    backend: Any,
+    case: dict[str, Any],
+    tools: dict[str, dict[str, Any]],
+    max_tokens: int,
+    **fields: Any,
+) -> tuple[list[tuple[str, str]], str | None, float]:
+    """One greedy request with the case's tools offered: its calls (name, arguments), its
+    content and the seconds it took."""
+    started = time.perf_counter()
+    reply = backend.chat(
+        {
+            "model": DEFAULT_CHAT_MODEL,
+            "messages": [{"role": "user", "content": case["prompt"]}],
+            "tools": [tools[name] for name in case["tools"]],
+            "temperature": 0,
+            "max_tokens": max_tokens,
+            **fields,
+        }
+    )
+    message = reply.choices[0].message
+    calls = [(c.function.name, c.function.arguments) for c in message.tool_calls or []]
+    return calls, message.content, time.perf_counter() - started
+
+
 def evaluate_tools(
     backend: Any, cases: Sequence[dict[str, Any]], tools: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
@@ -140,20 +165,9 @@ def evaluate_tools(
     functions = {name: tool["function"] for name, tool in tools.items()}
     outcomes, rows = [], []
     for case in tqdm(cases, desc="tool calls", unit="case"):
-        started = time.perf_counter()
-        reply = backend.chat(
-            {
-                "model": DEFAULT_CHAT_MODEL,
-                "messages": [{"role": "user", "content": case["prompt"]}],
-                "tools": [tools[name] for name in case["tools"]],
-                "temperature": 0,
-                "max_tokens": TOOL_MAX_TOKENS,
-            }
-        )
-        message = reply.choices[0].message
-        calls = [(c.function.name, c.function.arguments) for c in message.tool_calls or []]
+        calls, content, seconds = _ask_with_tools(backend, case, tools, TOOL_MAX_TOKENS)
         outcome = metrics.judge_tool_case(case["expected"], calls, functions)
-        if unparsed_call_in(message.content, case["tools"]):
+        if unparsed_call_in(content, case["tools"]):
             outcome = dataclasses.replace(outcome, parsed=False)
         outcomes.append(outcome)
         rows.append(
@@ -162,8 +176,8 @@ def evaluate_tools(
                 "language": case["language"],
                 "expected": case["expected"],
                 "calls": [{"name": n, "arguments": a} for n, a in calls],
-                "content": message.content,
-                "seconds": time.perf_counter() - started,
+                "content": content,
+                "seconds": seconds,
                 **outcome.__dict__,
             }
         )
@@ -183,22 +197,12 @@ def evaluate_parallel_calls(
     functions = {name: tool["function"] for name, tool in tools.items()}
     outcomes, single_counts, rows = [], [], []
     for case in tqdm(cases, desc="parallel calls", unit="case"):
-        replies = {}
-        for parallel in (True, False):
-            started = time.perf_counter()
-            reply = backend.chat(
-                {
-                    "model": DEFAULT_CHAT_MODEL,
-                    "messages": [{"role": "user", "content": case["prompt"]}],
-                    "tools": [tools[name] for name in case["tools"]],
-                    "temperature": 0,
-                    "max_tokens": PARALLEL_MAX_TOKENS,
-                    "parallel_tool_calls": parallel,
-                }
+        replies = {
+            parallel: _ask_with_tools(
+                backend, case, tools, PARALLEL_MAX_TOKENS, parallel_tool_calls=parallel
             )
-            message = reply.choices[0].message
-            calls = [(c.function.name, c.function.arguments) for c in message.tool_calls or []]
-            replies[parallel] = (calls, message.content, time.perf_counter() - started)
+            for parallel in (True, False)
+        }
         calls, content, seconds = replies[True]
         outcome = metrics.judge_parallel_case(case["expected"], calls, functions)
         outcomes.append(outcome)
