@@ -34,7 +34,6 @@ from backend.protocol.schemas import (
 )
 
 TOOL_CALL_OPEN = "<tool_call>"
-TOOL_CALL_CLOSE = "</tool_call>"
 #: Key order of the call object: the name first, so arguments follow the chosen tool.
 KEY_ORDER = ("name", "arguments")
 
@@ -43,7 +42,6 @@ Call = TypeVar("Call")
 _CALL_OBJECT_START = '{"name"'
 _CALL_FENCES = ("```", "```json", "```tool_call")
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
-
 _FENCED = re.compile(r"```(?:json|tool_call)?\s*\n?(.*?)\n?\s*```", re.DOTALL)
 
 
