@@ -19,7 +19,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.chat.tool_calls import call_constraint, call_prefill, several_calls_allowed
+from backend.chat.tool_calls import (
+    SEVERAL_CALLS_FORMAT,
+    call_constraint,
+    call_prefill,
+    several_calls_allowed,
+)
 from backend.chat.tool_need import ToolNeedCheck
 from backend.engines.base import JSONSchemaConstraint
 from backend.protocol.errors import BadRequestError
@@ -158,15 +163,18 @@ def render_prompt(
         conversation[0] = {**system, "content": _asking_for(answer_format, system["content"])}
     active_tools = list(tools or ()) if tool_choice != "none" and not answering else []
     template_tools = [t.model_dump(exclude_none=True) for t in active_tools] or None
+    parallel_calls = several_calls_allowed(parallel_calls, tool_choice)
     text = tokenizer.apply_chat_template(
-        conversation, tools=template_tools, add_generation_prompt=True, tokenize=False
+        _with_call_format(conversation, constrained and parallel_calls and bool(active_tools)),
+        tools=template_tools,
+        add_generation_prompt=True,
+        tokenize=False,
     )
 
     def tokens(text: str) -> list[int]:
         return list(tokenizer.encode(text, add_special_tokens=False))
 
     tool_names = frozenset(t.function.name for t in active_tools)
-    parallel_calls = several_calls_allowed(parallel_calls, tool_choice)
     if not (constrained and active_tools):
         prefill = call_prefill(tool_choice, constrained=False) if active_tools else ""
         constraint = None if active_tools else answer_format
@@ -190,6 +198,16 @@ def render_prompt(
         )
     answer = Generation(tokens(text), "", tool_names, answer_format, parallel_calls)
     return AnswerOrCall(answer, call, tool_need)
+
+
+def _with_call_format(conversation: list[dict[str, Any]], several: bool) -> list[dict[str, Any]]:
+    """The conversation whose system message also describes the array of calls that
+    ``call_constraint`` holds a reply of several calls to (``SEVERAL_CALLS_FORMAT``)."""
+    if not several:
+        return conversation
+    system = conversation[0]
+    content = f"{system['content']}\n\n{SEVERAL_CALLS_FORMAT}"
+    return [{**system, "content": content}, *conversation[1:]]
 
 
 def _asking_for(answer_format: JSONSchemaConstraint, system: str | None) -> str:

@@ -34,6 +34,13 @@ from backend.protocol.schemas import (
 )
 
 TOOL_CALL_OPEN = "<tool_call>"
+#: Added to the system message where a constrained reply may hold several calls: the model's
+#: template asks for one call per ``<tool_call>`` tag, but ``call_constraint`` holds several
+#: calls to one array in one tag, so the model is told the format it is held to.
+SEVERAL_CALLS_FORMAT = (
+    "To call several tools, or one tool more than once, write all the calls as one JSON array "
+    "inside a single <tool_call></tool_call> tag: one call for each thing the user asks for."
+)
 #: Key order of the call object: the name first, so arguments follow the chosen tool.
 KEY_ORDER = ("name", "arguments")
 

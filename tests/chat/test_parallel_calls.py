@@ -8,9 +8,12 @@ import json
 
 import pytest
 
+from backend.chat.prompt import AnswerOrCall, render_prompt
+from backend.chat.tool_calls import SEVERAL_CALLS_FORMAT
 from backend.local import InProcessBackend
+from backend.protocol.schemas import ChatMessage, ToolChoiceObject, ToolDefinition
 from backend.testing import CharCountEmbeddingEngine, ScriptedChatEngine
-from backend.testing.engines import _says
+from backend.testing.engines import CharTokenizer, _says
 from tests.chat.test_chat_pipeline import WEATHER_TOOL, _fold_stream
 from tests.chat.test_constrained_calls import EVENT, WEATHER
 
@@ -123,3 +126,38 @@ def test_a_reply_of_several_calls_is_kept_whole_when_any_tool_is_needed(needed, 
         assert [c.function.name for c in message.tool_calls] == ["get_weather", "create_event"]
     else:
         assert message.tool_calls is None and message.content == "Hello there."
+
+
+def _system_line(prompt_ids) -> bool:
+    return SEVERAL_CALLS_FORMAT in CharTokenizer().decode(prompt_ids)
+
+
+@pytest.mark.parametrize(
+    ("tool_choice", "parallel", "constrained", "told"),
+    [
+        ("auto", True, True, True),
+        ("required", True, True, True),
+        ("auto", False, True, False),  # at most one call: no array to describe
+        ({"type": "function", "function": {"name": "get_weather"}}, True, True, False),
+        ("auto", True, False, False),  # unconstrained: the template's own format is parsed
+        ("none", True, True, False),
+    ],
+)
+def test_the_array_of_calls_is_described_only_where_a_constrained_reply_may_hold_several(
+    tool_choice, parallel, constrained, told
+):
+    tool = ToolDefinition.model_validate(WEATHER_TOOL)
+    choice = tool_choice if isinstance(tool_choice, str) else ToolChoiceObject(**tool_choice)
+    prompt = render_prompt(
+        CharTokenizer(),
+        [ChatMessage(role="user", content="Weather in Paris and in Tokyo?")],
+        [tool],
+        choice,
+        constrained=constrained,
+        parallel_calls=parallel,
+    )
+    assert _system_line(prompt.ids) is told
+    if isinstance(prompt, AnswerOrCall):
+        assert _system_line(prompt.call.ids) is told
+        # The tool-need check reads the conversation as if no tools were offered.
+        assert not _system_line(prompt.tool_need.plain_ids)
