@@ -2,7 +2,9 @@
 shared session backend) and through a real HTTP server on a loopback port.
 
 Generation is kept short so the suites stay fast on a CPU: temperature 0, 8 new tokens where
-any text will do, more where a whole tool call or JSON object must fit. No xfails: the two
+any text will do, more where a whole tool call or JSON object must fit. JSON mode is on, and
+the structured-output tests run once for each method that takes a schema (function calling
+and ``response_format`` json_schema; json_mode has its own test). No xfails: the two
 tests the 0.5B model used to fail (inventing a tool name under tool_choice='any', copying a
 no-argument tool's schema into its arguments) pass since calls are decoded under the tools'
 schemas.
@@ -29,12 +31,22 @@ CHAT_PARAMS = {"model": "core-1-mini-chat", "temperature": 0}
 _TOKEN_BUDGETS = (
     # The model pastes the tool's whole docstring into the description argument.
     (("unicode",), 128),
-    (("structured_output", "json_mode"), 48),  # a whole JSON object
+    (("structured_output", "json_mode"), 64),  # a whole JSON object
     # tool_choice='any' with two tools: the reply may call both (parallel_tool_calls).
     (("tool_choice",), 64),
     (("tool_calling", "bind_runnables", "agent_loop", "few_shot"), 32),  # a call
 )
 SHORT_REPLY_TOKENS = 8  # any non-empty text will do
+#: ``with_structured_output`` methods that take the schema (json_mode has its own test).
+SCHEMA_METHODS = ("function_calling", "json_schema")
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """The suite's structured-output tests run once per method that takes the schema."""
+    if "structured_output" in metafunc.function.__name__ and (
+        "structured_method" in metafunc.fixturenames
+    ):
+        metafunc.parametrize("structured_method", SCHEMA_METHODS, indirect=True)
 
 
 class _InProcess:
@@ -56,6 +68,7 @@ class _OverHTTP:
 class _ChatSuite(ChatModelIntegrationTests):
     connection: dict[str, Any]
     max_tokens: int
+    method: str
 
     @pytest.fixture(autouse=True)
     def _token_budget(self, request: pytest.FixtureRequest) -> None:
@@ -64,6 +77,19 @@ class _ChatSuite(ChatModelIntegrationTests):
             (budget for words, budget in _TOKEN_BUDGETS if any(w in name for w in words)),
             SHORT_REPLY_TOKENS,
         )
+
+    @pytest.fixture(autouse=True)
+    def structured_method(self, request: pytest.FixtureRequest) -> str:
+        self.method = getattr(request, "param", "function_calling")
+        return self.method
+
+    @property
+    def structured_output_kwargs(self) -> dict[str, Any]:
+        return {"method": self.method}
+
+    @property
+    def supports_json_mode(self) -> bool:
+        return True
 
     @property
     def chat_model_class(self) -> type[BaseChatModel]:
