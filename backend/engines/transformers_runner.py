@@ -3,9 +3,10 @@ forward pass.
 
 Decoding one token reads every weight of the model; decoding the next tokens of eight
 conversations in one forward pass reads them once. A single thread (the runner) owns the model
-and loops: run a waiting scoring, admit one waiting generation by evaluating its prompt alone,
-then advance every running generation by one token in one batched forward pass, and hand each
-new token to its request's queue. The caller's ``generate`` is a generator over that queue.
+and loops: start the oldest waiting request that can start (a scoring, or a generation when a
+slot is free) by evaluating its prompt alone, then advance every running generation by one
+token in one batched forward pass, and hand each new token to its request's queue. The
+caller's ``generate`` is a generator over that queue.
 
 The running generations share one ``DynamicCache`` whose rows are left-padded to a common
 length: a request joining is padded on the left (or the others are, if its prompt is the
@@ -13,12 +14,15 @@ longer), one leaving is removed from the batch dimension, and columns that are p
 row are cut. An attention mask hides the padding and ``position_ids`` give each row its own
 positions, so a row computes what it would alone up to the rounding of batched kernels (a
 longer masked key range, other matrix shapes); a lone generation runs without a mask, exactly
-as the one-at-a-time engine did.
+as the one-at-a-time engine did. Every row advances at every step, so a generation runs ahead
+of a slow reader (its tokens queue, bounded by its budget) rather than pausing as in the
+llama.cpp runner: a paused row would leave a hole in the shared cache. A prompt is evaluated
+alone, in one pass, while the running generations wait for that step.
 
 Why not transformers' own continuous batching (``generation/continuous_batching``, 5.23)? It
 runs on the CPU (sdpa over its paged cache), streams and cancels, but it samples inside its
-forward step (``ContinuousBatchingModelRunner._forward_process_and_sample`` / ``_sample``) with
-what the service cannot hand it per request:
+forward step (``ModelRunner._forward_process_and_sample`` in ``model_runner.py``) with what
+the service cannot hand it per request:
 
 - greedy or sampled is one switch for the whole manager (``do_sample`` of its
   ``GenerationConfig``), and sampling draws from the global generator, seeded once per manager
