@@ -1,25 +1,28 @@
-"""A chat engine on a transformers causal language model, decoding one token at a time.
+"""A chat engine on a transformers causal language model, on a GPU or the CPU.
 
 The decode loop is written out rather than using ``model.generate``: the service streams each
 token the moment it is chosen, stops within one token when asked (stop sequences, a client that
-went away), and needs the same loop for greedy and seeded sampling. The KV cache makes every
-step after the prompt a one-token forward pass.
-
-Not thread-safe: one engine runs one request at a time, callers serialise access.
+went away), and chooses tokens with the same code for greedy, seeded and schema-constrained
+decoding as the llama.cpp engine. Concurrent requests are decoded together, one forward pass
+for all of them (``backend.engines.transformers_runner``, which says why not with transformers'
+own continuous batching); the engine is thread-safe.
 """
 
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Generator, Sequence
 
 import torch
-from transformers import AutoModelForCausalLM, DynamicCache
+from transformers import AutoModelForCausalLM
 
 from backend.engines.base import ChatEngine, JSONSchemaConstraint, SamplingParams
+from backend.engines.llamacpp_chat import default_parallel
 from backend.engines.sampling import choose_token
 from backend.engines.token_mask import ConstraintMasks, masks_available
 from backend.engines.torch_placement import load_pretrained
+from backend.engines.transformers_runner import TransformersRunner
 
 logger = logging.getLogger(__name__)
 
@@ -33,13 +36,24 @@ def _as_ids(value: int | Sequence[int] | None) -> set[int]:
 
 
 class TransformersChatEngine(ChatEngine):
-    """Runs ``AutoModelForCausalLM`` from a local folder or a Hugging Face model id."""
+    """Runs ``AutoModelForCausalLM`` from a local folder or a Hugging Face model id.
+
+    Args:
+        model_path: a local folder or a Hugging Face model id.
+        device / dtype: where and in which precision (``torch_placement.load_pretrained``).
+        parallel: requests decoded together at most (default ``CORE_CHAT_PARALLEL``, as for
+            the llama.cpp engine); more wait for a place.
+    """
 
     supports_constraints = masks_available()
-    _masks: ConstraintMasks | None = None  # built on the first constrained call
+    thread_safe = True
 
     def __init__(
-        self, model_path: str, device: str | None = None, dtype: str | None = None
+        self,
+        model_path: str,
+        device: str | None = None,
+        dtype: str | None = None,
+        parallel: int | None = None,
     ) -> None:
         self.tokenizer, self.model, self.device = load_pretrained(
             AutoModelForCausalLM, model_path, device, dtype
@@ -53,32 +67,19 @@ class TransformersChatEngine(ChatEngine):
         if not eos:
             raise ValueError(f"{model_path} names no end-of-sequence token")
         self.eos_token_ids = frozenset(eos)
+        self._masks: ConstraintMasks | None = None  # built on the first constrained call
+        self._masks_lock = threading.Lock()
+        parallel = parallel or default_parallel()
+        self._runner = TransformersRunner(self.model, self.device, slots=parallel)
         logger.info(
-            "chat model %s: %s on %s, context %d, eos ids %s",
+            "chat model %s: %s on %s, context %d, eos ids %s, %d requests at once",
             model_path,
             self.model.dtype,
             self.device,
             self.context_length,
             sorted(eos),
+            parallel,
         )
-
-    def _prompt_tensor(self, prompt_ids: Sequence[int]) -> torch.Tensor:
-        if not prompt_ids:
-            raise ValueError("the prompt holds no tokens")
-        return torch.tensor([list(prompt_ids)], dtype=torch.long, device=self.device)
-
-    def _last_logits(self, input_ids: torch.Tensor, cache: DynamicCache | None) -> torch.Tensor:
-        """Float32 logits of the last position only: the other positions' logits are never used."""
-        # Scoped to the forward pass, never around a yield: the mode is thread-local, and a
-        # caller may resume the generator on another thread.
-        with torch.inference_mode():
-            output = self.model(
-                input_ids=input_ids,
-                past_key_values=cache,
-                use_cache=cache is not None,
-                logits_to_keep=1,
-            )
-            return output.logits[0, -1].float()
 
     def generate(
         self,
@@ -92,35 +93,47 @@ class TransformersChatEngine(ChatEngine):
         With ``constraint``, each step's logits are masked so the output stays valid against
         its schema.
         """
-        input_ids = self._prompt_tensor(prompt_ids)
+        prompt = _checked_prompt(prompt_ids)
+        budget = min(params.max_new_tokens, self.context_length - len(prompt))
+        if budget <= 0 or should_stop():
+            return
+        choose = self._chooser(params, constraint)
+        yield from self._runner.generate(prompt, budget, choose, should_stop, self.eos_token_ids)
+
+    def _chooser(
+        self, params: SamplingParams, constraint: JSONSchemaConstraint | None
+    ) -> Callable[[torch.Tensor], int]:
+        """How one generation picks each token from its row of logits (on the runner's
+        thread, which alone touches the mask and the generator)."""
         mask = None
         if constraint is not None:
-            if self._masks is None:
-                vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
-                self._masks = ConstraintMasks(self.tokenizer, vocab_size, self.eos_token_ids)
+            with self._masks_lock:
+                if self._masks is None:
+                    vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
+                    self._masks = ConstraintMasks(self.tokenizer, vocab_size, self.eos_token_ids)
             mask = self._masks.start(constraint)
-        budget = min(params.max_new_tokens, self.context_length - input_ids.shape[1])
         generator = None
         if not params.greedy and params.seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(params.seed)
-        cache = DynamicCache()
-        try:
-            for _ in range(budget):
-                if should_stop():
-                    return
-                token = choose_token(self._last_logits(input_ids, cache), params, mask, generator)
-                yield token
-                if token in self.eos_token_ids:
-                    return
-                input_ids = torch.tensor([[token]], dtype=torch.long, device=self.device)
-        finally:
-            # Runs on close() too: drops the KV cache now, not when the generator is collected.
-            del cache
+        return lambda logits: choose_token(logits, params, mask, generator)
 
     def next_token_logprobs(
         self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]
     ) -> list[float]:
-        """Log-probabilities of each candidate as the next token, from one forward pass."""
-        input_ids = self._prompt_tensor(prompt_ids)
-        logprobs = torch.log_softmax(self._last_logits(input_ids, None), dim=-1)
-        return logprobs[list(candidate_ids)].tolist()
+        """Log-probabilities of each candidate as the next token, from one forward pass (run
+        alone between two decode steps)."""
+        candidates = list(candidate_ids)
+
+        def logprobs(logits: torch.Tensor) -> list[float]:
+            return torch.log_softmax(logits, dim=-1)[candidates].tolist()
+
+        return self._runner.score(_checked_prompt(prompt_ids), logprobs)  # type: ignore[return-value]
+
+    def close(self) -> None:
+        self._runner.close()
+
+
+def _checked_prompt(prompt_ids: Sequence[int]) -> list[int]:
+    if not prompt_ids:
+        raise ValueError("the prompt holds no tokens")
+    return [int(i) for i in prompt_ids]

@@ -274,5 +274,5 @@ def test_concurrent_chats_are_decoded_together_and_keep_their_own_answers(small_
     for word, answer in zip(words, answers, strict=True):
         assert word in answer
         assert not any(other in answer for other in words if other != word)
-    if engine.thread_safe:  # the llama.cpp engine batches; transformers takes turns
+    if engine.thread_safe:  # both engines batch; a test double may take turns
         assert engine._runner.largest_decode_batch >= 2

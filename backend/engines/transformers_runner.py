@@ -1,0 +1,342 @@
+"""Continuous batching for a transformers causal LM: every running generation advances in one
+forward pass.
+
+Decoding one token reads every weight of the model; decoding the next tokens of eight
+conversations in one forward pass reads them once. A single thread (the runner) owns the model
+and loops: start the oldest waiting request that can start (a scoring, or a generation when a
+slot is free) by evaluating its prompt alone, then advance every running generation by one
+token in one batched forward pass, and hand each new token to its request's queue. The
+caller's ``generate`` is a generator over that queue.
+
+The running generations share one ``DynamicCache`` whose rows are left-padded to a common
+length: a request joining is padded on the left (or the others are, if its prompt is the
+longer), one leaving is removed from the batch dimension, and columns that are padding in every
+row are cut. An attention mask hides the padding and ``position_ids`` give each row its own
+positions, so a row computes what it would alone up to the rounding of batched kernels (a
+longer masked key range, other matrix shapes); a lone generation runs without a mask, exactly
+as the one-at-a-time engine did. Every row advances at every step, so a generation runs ahead
+of a slow reader (its tokens queue, bounded by its budget) rather than pausing as in the
+llama.cpp runner: a paused row would leave a hole in the shared cache. A prompt is evaluated
+alone, in one pass, while the running generations wait for that step.
+
+Why not transformers' own continuous batching (``generation/continuous_batching``, 5.23)? It
+runs on the CPU (sdpa over its paged cache), streams and cancels, but it samples inside its
+forward step (``ModelRunner._forward_process_and_sample`` in ``model_runner.py``) with what
+the service cannot hand it per request:
+
+- greedy or sampled is one switch for the whole manager (``do_sample`` of its
+  ``GenerationConfig``), and sampling draws from the global generator, seeded once per manager
+  (``ContinuousBatchingConfig.seed``): a seeded request's tokens would depend on what else runs;
+- its logits processors come only from the ``GenerationConfig``
+  (``model._get_logits_processor`` in ``ContinuousBatchingManager.__init__``), and a
+  per-request one receives one int32 per request (``ContinuousBatchingLogitsProcessor.
+  prepare_tensor_args``): no room for a grammar's vocabulary-wide mask whose state must take
+  each sampled token before the next step;
+- ``return_logprobs`` gives the chosen token's log-probability only, not the ``top_logprobs``
+  alternatives, nor those of the masked distribution.
+
+Fitting ours in would mean replacing its private sampling objects. Here every token is chosen
+by ``backend.engines.sampling.choose_token``, as in the llama.cpp engine.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+from transformers import DynamicCache
+
+logger = logging.getLogger(__name__)
+
+_END = object()
+
+
+@dataclass(eq=False)
+class _Request:
+    """One generation (``choose`` set) or one scoring of the next token (``score`` set)."""
+
+    prompt: list[int]
+    budget: int
+    #: Picks the next token from a 1-D float32 row of logits (greedy, sampled, masked).
+    choose: Callable[[torch.Tensor], int] | None
+    #: Turns the logits after the prompt into the scoring's result.
+    score: Callable[[torch.Tensor], object] | None
+    should_stop: Callable[[], bool]
+    end_ids: frozenset[int]
+    results: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    generated: list[int] = field(default_factory=list)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    order: int = 0
+    #: Tokens this request holds in the batch's cache (the rest of its row is padding).
+    length: int = 0
+
+
+class TransformersRunner:
+    """Runs generations and scorings on one transformers model, batching those that overlap.
+
+    Args:
+        model: the causal LM, in eval mode on ``device``; only the runner's thread uses it.
+        device: where the model runs.
+        slots: how many generations are decoded together; further ones wait.
+    """
+
+    def __init__(self, model, device: str, slots: int) -> None:
+        self._model = model
+        self._device = device
+        self._slots = slots
+        #: The most requests advanced by one forward pass so far (how much batching happened).
+        self.largest_decode_batch = 0
+        #: Decode steps run so far, and (step number, requests advanced) of the latest ones.
+        self.decode_steps = 0
+        self.recent_decode_batches: deque[tuple[int, int]] = deque(maxlen=256)
+        self._rows: list[_Request] = []  # the running generations, in the cache's batch order
+        self._cache: DynamicCache | None = None
+        self._waiting: deque[_Request] = deque()
+        self._wake = threading.Condition()
+        self._closed = False
+        self._counter = itertools.count(1)
+        self._thread = threading.Thread(target=self._loop, name="transformers runner", daemon=True)
+        self._thread.start()
+
+    # ------------------------------------------------------------------ callers' side
+
+    def generate(
+        self,
+        prompt: list[int],
+        budget: int,
+        choose: Callable[[torch.Tensor], int],
+        should_stop: Callable[[], bool],
+        end_ids: frozenset[int],
+    ) -> Iterator[int]:
+        """Yield generated tokens as the runner produces them; closing cancels the request."""
+        request = _Request(prompt, budget, choose, None, should_stop, end_ids)
+        self._submit(request)
+        try:
+            while (item := request.results.get()) is not _END:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item  # type: ignore[misc]
+        finally:
+            request.cancelled.set()
+            self._notify()
+
+    def score(self, prompt: list[int], score: Callable[[torch.Tensor], object]) -> object:
+        """``score(logits)`` of the position after the prompt."""
+        request = _Request(prompt, 0, None, score, lambda: False, frozenset())
+        self._submit(request)
+        item = request.results.get()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self) -> None:
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join()
+
+    def _submit(self, request: _Request) -> None:
+        with self._wake:
+            if self._closed:
+                raise RuntimeError("the chat engine is closed")
+            request.order = next(self._counter)
+            self._waiting.append(request)
+            self._wake.notify()
+
+    def _notify(self) -> None:
+        with self._wake:
+            self._wake.notify()
+
+    # ------------------------------------------------------------------ the runner thread
+
+    def _loop(self) -> None:
+        # inference_mode is thread-local: set once for the runner, never on callers' threads.
+        with torch.inference_mode():
+            while True:
+                with self._wake:
+                    while not self._closed and not self._waiting and not self._rows:
+                        self._wake.wait()
+                    if self._closed:
+                        break
+                try:
+                    self._step()
+                except BaseException as error:  # noqa: BLE001 - a bug here must not hang callers
+                    logger.exception("the transformers runner failed; failing its requests")
+                    self._fail_everything(error)
+        self._fail_everything(RuntimeError("the chat engine was closed"))
+
+    def _step(self) -> None:
+        self._drop_finished()
+        request = self._next_waiting()
+        if request is not None:
+            self._admit(request)
+        if self._rows:
+            self._decode_step()
+
+    def _next_waiting(self) -> _Request | None:
+        """The oldest waiting request that can start now: a scoring always can, a generation
+        when a slot is free."""
+        with self._wake:
+            for request in list(self._waiting):
+                if request.cancelled.is_set():
+                    self._waiting.remove(request)
+                elif request.score is not None or len(self._rows) < self._slots:
+                    self._waiting.remove(request)
+                    return request
+        return None
+
+    def _fail_everything(self, error: BaseException) -> None:
+        rows, self._rows, self._cache = self._rows, [], None
+        with self._wake:
+            waiting, self._waiting = list(self._waiting), deque()
+        for request in rows + waiting:
+            request.results.put(error)
+
+    def _drop_finished(self) -> None:
+        """Free the rows of requests whose callers stopped reading or asked to stop."""
+        keep = []
+        for request in self._rows:
+            if request.cancelled.is_set():
+                continue
+            if self._stop_asked(request):
+                request.results.put(_END)
+                continue
+            keep.append(request)
+        self._keep_rows(keep)
+
+    @staticmethod
+    def _stop_asked(request: _Request) -> bool:
+        try:
+            return request.should_stop()
+        except Exception:  # noqa: BLE001 - a broken callback ends its own request only
+            logger.exception("should_stop raised; ending the request")
+            return True
+
+    def _admit(self, request: _Request) -> None:
+        """Evaluate the prompt alone, then score it or choose its first token and let it join
+        the batch."""
+        if request.score is None and self._stop_asked(request):
+            request.results.put(_END)
+            return
+        cache = DynamicCache() if request.score is None else None
+        try:
+            input_ids = torch.tensor([request.prompt], dtype=torch.long, device=self._device)
+            output = self._model(
+                input_ids=input_ids,
+                past_key_values=cache,
+                use_cache=cache is not None,
+                logits_to_keep=1,
+            )
+            logits = output.logits[0, -1].float()
+            if request.score is not None:
+                request.results.put(request.score(logits))
+                return
+        except BaseException as error:  # noqa: BLE001 - handed to the request
+            request.results.put(error)
+            return
+        request.length = len(request.prompt)
+        if self._take_token(request, logits):
+            self._join(request, cache)
+
+    def _take_token(self, request: _Request, logits: torch.Tensor) -> bool:
+        """Choose the request's next token and hand it on; whether the request goes on."""
+        # Asked again after the forward pass: meanwhile the reader took the last token, and
+        # may now want no more (a stop sequence, a client gone).
+        if request.cancelled.is_set() or self._stop_asked(request):
+            request.results.put(_END)
+            return False
+        try:
+            token = request.choose(logits)
+        except BaseException as error:  # noqa: BLE001 - handed to the request
+            request.results.put(error)
+            return False
+        request.generated.append(token)
+        request.results.put(token)
+        if token in request.end_ids or len(request.generated) >= request.budget:
+            request.results.put(_END)
+            return False
+        return True
+
+    def _join(self, request: _Request, cache: DynamicCache) -> None:
+        """Add a prefilled request's cache to the batch's, left-padding the shorter side."""
+        if self._cache is None:
+            self._rows, self._cache = [request], cache
+            return
+        width = self._cache.get_seq_length()
+        added = cache.get_seq_length()
+        for ours, theirs in zip(self._cache.layers, cache.layers, strict=True):
+            ours.keys = torch.cat([_pad_left(ours.keys, added), _pad_left(theirs.keys, width)])
+            ours.values = torch.cat(
+                [_pad_left(ours.values, added), _pad_left(theirs.values, width)]
+            )
+        self._rows.append(request)
+
+    def _keep_rows(self, keep: list[_Request]) -> None:
+        """Shrink the batch to ``keep`` (a subsequence of the rows), then cut the columns that
+        are padding in every remaining row."""
+        if len(keep) == len(self._rows):
+            return
+        if not keep:
+            self._rows, self._cache = [], None
+            return
+        indices = [i for i, request in enumerate(self._rows) if request in keep]
+        self._cache.batch_select_indices(torch.tensor(indices, device=self._device))
+        self._rows = keep
+        cut = self._cache.get_seq_length() - max(request.length for request in keep)
+        if cut > 0:
+            for layer in self._cache.layers:
+                layer.keys = layer.keys[..., cut:, :]
+                layer.values = layer.values[..., cut:, :]
+
+    def _decode_step(self) -> None:
+        rows = self._rows
+        width = self._cache.get_seq_length()
+        device = self._device
+        last = torch.tensor([[r.generated[-1]] for r in rows], dtype=torch.long, device=device)
+        positions = torch.tensor([[r.length] for r in rows], dtype=torch.long, device=device)
+        mask = None
+        if any(request.length < width for request in rows):
+            # Row i's own tokens are its last ``length`` columns, then the new token.
+            columns = torch.arange(width + 1, device=self._device)
+            starts = torch.tensor([[width - r.length] for r in rows], device=self._device)
+            mask = (columns >= starts).long()
+        try:
+            output = self._model(
+                input_ids=last,
+                attention_mask=mask,
+                position_ids=positions,
+                past_key_values=self._cache,
+                use_cache=True,
+                logits_to_keep=1,
+            )
+        except BaseException as error:  # noqa: BLE001 - handed to the requests
+            rows, self._rows, self._cache = self._rows, [], None
+            for request in rows:
+                request.results.put(error)
+            return
+        self.largest_decode_batch = max(self.largest_decode_batch, len(rows))
+        self.decode_steps += 1
+        self.recent_decode_batches.append((self.decode_steps, len(rows)))
+        logits = output.logits[:, -1].float()
+        keep = []
+        for row, request in enumerate(rows):
+            request.length += 1
+            if self._take_token(request, logits[row]):
+                keep.append(request)
+        self._keep_rows(keep)
+
+
+def _pad_left(states: torch.Tensor, width: int) -> torch.Tensor:
+    """``states`` (batch, heads, positions, dim) with zero columns on the left up to ``width``
+    positions."""
+    missing = width - states.shape[-2]
+    if missing <= 0:
+        return states
+    padding = states.new_zeros(*states.shape[:-2], missing, states.shape[-1])
+    return torch.cat([padding, states], dim=-2)

