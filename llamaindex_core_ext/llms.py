@@ -68,6 +68,9 @@ class Core(CoreConnection, FunctionCallingLLM):
         temperature: 0 to 2 (default LlamaIndex's 0.1; 0 is greedy).
         max_tokens: cap on generated tokens; None lets the model finish (up to the context).
         top_p: nucleus sampling mass in (0, 1]; None means the service default.
+        logprobs: return each output token's log-probability (``ChatResponse.logprobs``, one
+            list per token: its ``top_logprobs`` most likely tokens, or the token itself).
+        top_logprobs: 0 to 20 alternatives per token, with ``logprobs``.
         additional_kwargs: extra request fields sent with every call (``stop``, ``seed``).
         timeout, max_retries, api_key, base_url, backend: see ``CoreConnection``.
     """
@@ -81,6 +84,12 @@ class Core(CoreConnection, FunctionCallingLLM):
     )
     top_p: float | None = Field(
         default=None, gt=0.0, le=1.0, description="Nucleus sampling mass; None: service default."
+    )
+    logprobs: bool | None = Field(
+        default=None, description="Return the log-probability of each output token."
+    )
+    top_logprobs: int = Field(
+        default=0, ge=0, le=20, description="Most likely tokens listed per position (logprobs)."
     )
     additional_kwargs: dict[str, Any] = Field(
         default_factory=dict, description="Extra request fields for every call (stop, seed)."
@@ -109,6 +118,7 @@ class Core(CoreConnection, FunctionCallingLLM):
             "temperature": self.temperature,
             "max_tokens": self.max_tokens,
             "top_p": self.top_p,
+            **({"logprobs": True, "top_logprobs": self.top_logprobs} if self.logprobs else {}),
             **self.additional_kwargs,
             **kwargs,
         }

@@ -17,6 +17,7 @@ from llama_index.core.base.llms.types import (
     ChatMessage,
     ChatResponse,
     CompletionResponse,
+    LogProb,
     MessageRole,
     TextBlock,
     ThinkingBlock,
@@ -24,7 +25,7 @@ from llama_index.core.base.llms.types import (
 )
 from llama_index.core.llms.llm import ToolSelection
 
-from backend.protocol.schemas import ChatCompletion, FunctionCall, ToolCall, Usage
+from backend.protocol.schemas import ChatCompletion, FunctionCall, TokenLogprob, ToolCall, Usage
 
 if TYPE_CHECKING:
     from llama_index.core.tools.types import BaseTool
@@ -209,16 +210,33 @@ def usage_kwargs(usage: Usage | None) -> dict[str, int]:
     }
 
 
+def token_logprobs(entries: Sequence[TokenLogprob] | None) -> list[list[LogProb]] | None:
+    """``ChatResponse.logprobs`` from the service's entries, one list per output token as the
+    LlamaIndex OpenAI integration gives them: the token's ``top_logprobs``, or, where none
+    were asked (``top_logprobs`` 0), the token itself. None when logprobs were not asked."""
+    if entries is None:
+        return None
+    return [
+        [
+            LogProb(token=alt.token, logprob=alt.logprob, bytes=alt.bytes or [])
+            for alt in (entry.top_logprobs or [entry])
+        ]
+        for entry in entries
+    ]
+
+
 def chat_response(completion: ChatCompletion) -> ChatResponse:
-    """A completion as a ``ChatResponse``: the message, the completion as ``raw``, and the
-    token usage in ``additional_kwargs``."""
+    """A completion as a ``ChatResponse``: the message, the completion as ``raw``, the
+    token usage in ``additional_kwargs`` and, when asked, the ``logprobs``."""
     if not completion.choices:
         raise ValueError(f"completion {completion.id} holds no choice")
-    message = completion.choices[0].message
+    choice = completion.choices[0]
+    message = choice.message
     return ChatResponse(
         message=assistant_message(message.content, message.tool_calls or ()),
         raw=completion,
         additional_kwargs=usage_kwargs(completion.usage),
+        logprobs=token_logprobs(choice.logprobs.content if choice.logprobs else None),
     )
 
 
@@ -260,4 +278,5 @@ def completion_response(response: ChatResponse) -> CompletionResponse:
         delta=response.delta,
         raw=response.raw,
         additional_kwargs=dict(response.additional_kwargs),
+        logprobs=response.logprobs,
     )
