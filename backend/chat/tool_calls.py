@@ -151,19 +151,39 @@ def several_calls_allowed(parallel_tool_calls: bool, tool_choice: ToolChoice | N
 
 
 def _json_values(text: str) -> list[Any]:
-    """Every JSON value in ``text``, read back to back (JSON lines, or several objects)."""
+    """Every JSON value in ``text``, read back to back (JSON lines, or several objects). An
+    array that does not close (a reply cut by ``max_tokens``) gives its complete items."""
     decoder = json.JSONDecoder()
     values, pos, text = [], 0, text.strip()
     while pos < len(text):
         try:
             value, end = decoder.raw_decode(text, pos)
         except json.JSONDecodeError:
+            if not values and text.startswith("["):
+                return [_complete_items(decoder, text)]
             return []
         values.append(value)
-        pos = end
-        while pos < len(text) and text[pos] in " \t\r\n,":
-            pos += 1
+        pos = _after_separators(text, end)
     return values
+
+
+def _complete_items(decoder: json.JSONDecoder, text: str) -> list[Any]:
+    """The items of the unclosed array ``text`` that were written whole."""
+    items, pos = [], _after_separators(text, 1)
+    while pos < len(text):
+        try:
+            item, end = decoder.raw_decode(text, pos)
+        except json.JSONDecodeError:
+            break
+        items.append(item)
+        pos = _after_separators(text, end)
+    return items
+
+
+def _after_separators(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos] in " \t\r\n,":
+        pos += 1
+    return pos
 
 
 def _as_call(value: Any, tool_names: frozenset[str]) -> FunctionCall | None:

@@ -128,6 +128,33 @@ def test_a_reply_of_several_calls_is_kept_whole_when_any_tool_is_needed(needed, 
         assert message.tool_calls is None and message.content == "Hello there."
 
 
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_array_cut_by_max_tokens_keeps_its_complete_calls(stream):
+    cut = TWO_CALLS.index('{"name"', 20) + 12  # inside the second call
+    service = _service(ScriptedChatEngine(TWO_CALLS))
+    request = _request(max_tokens=cut)
+    if stream:
+        content, folded, finish, _ = _fold_stream(list(service.stream_chat(request)))
+        calls = [(call["name"], json.loads(call["arguments"])) for call in folded]
+    else:
+        choice = service.chat(request).choices[0]
+        content, finish = choice.message.content, choice.finish_reason
+        calls = [
+            (c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls
+        ]
+    assert not content
+    assert calls == [("get_weather", {"city": "Paris"})]
+    assert finish == "length"
+
+
+def test_an_array_cut_before_any_call_is_whole_stays_text():
+    cut = TWO_CALLS.index("Paris")
+    completion = _service(ScriptedChatEngine(TWO_CALLS)).chat(_request(max_tokens=cut))
+    message = completion.choices[0].message
+    assert message.tool_calls is None and message.content == TWO_CALLS[:cut]
+    assert completion.choices[0].finish_reason == "length"
+
+
 def _system_line(prompt_ids) -> bool:
     return SEVERAL_CALLS_FORMAT in CharTokenizer().decode(prompt_ids)
 
