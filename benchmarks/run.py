@@ -98,7 +98,9 @@ def main(argv: list[str] | None = None) -> int:
             done(*bench.goal_figures())
             done(bench.judge_figure(args.repeats))
             if bench.cuda:  # on the CPU the embeddings group measures it
-                done(embeddings.inprocess_vs_sentence_transformers(args.repeats, "cuda"))
+                done(
+                    embeddings.inprocess_vs_sentence_transformers(args.repeats, bench.engine.device)
+                )
 
     print("All figures:\n")
     print_table(figures)
