@@ -65,16 +65,13 @@ class BatchingBench:
         config = EngineConfig.from_env(profile=profile)
         self.profile = profile
         self.model_name = config.chat_model
-        self.cuda = torch.cuda.is_available() and (config.device or "cuda").startswith("cuda")
-        self.counts = stream_counts(self.cuda)
         # The engine serves the judge's figure; the runners below decode the streams.
         self.engine = TransformersChatEngine(
-            resolve_chat_model(config.chat_model),
-            device=config.device,
-            dtype=config.chat_dtype,
-            parallel=max(self.counts),
+            resolve_chat_model(config.chat_model), device=config.device, dtype=config.chat_dtype
         )
         model, device = self.engine.model, self.engine.device
+        self.cuda = device.startswith("cuda")
+        self.counts = stream_counts(self.cuda)
         self.batching = TransformersRunner(model, device, slots=max(self.counts))
         self.one_at_a_time = TransformersRunner(model, device, slots=1)
         #: Our aggregate tokens/s by stream count, for the acceptance figures.
