@@ -19,15 +19,16 @@ MODEL = "multilingual-e5-small"
 BATCH_SIZE = 32
 
 
-def inprocess_vs_sentence_transformers(repeats: int) -> Figure:
-    """512 mixed texts, texts/s: ``SentenceTransformer.encode`` vs our engine, same weights."""
+def inprocess_vs_sentence_transformers(repeats: int, device: str = "cpu") -> Figure:
+    """512 mixed texts, texts/s: ``SentenceTransformer.encode`` vs our engine, same weights,
+    both on ``device`` (the figure's name ends in the device when it is not the CPU)."""
     from sentence_transformers import SentenceTransformer
 
     folder = resolve_embedding_model(MODEL)
     texts = mixed_texts(512)
-    ours = WindowedEncoder(TransformersEmbeddingEngine(folder, device="cpu"))
+    ours = WindowedEncoder(TransformersEmbeddingEngine(folder, device=device))
     # The same folder: sentence-transformers adds mean pooling to a plain transformers model.
-    baseline = SentenceTransformer(folder, device="cpu")
+    baseline = SentenceTransformer(folder, device=device)
     prefixed = [ours.prefixes.passage + text for text in texts]
 
     outputs: dict[str, np.ndarray] = {}
@@ -47,7 +48,7 @@ def inprocess_vs_sentence_transformers(repeats: int) -> Figure:
     worst_cosine = float(np.min(np.sum(outputs["baseline"] * outputs["ours"], axis=1)))
     longest = max(len(ids) + 2 for ids in ours.tokenize(texts, InputType.PASSAGE).content_ids)
     return Figure(
-        "embed_inprocess_vs_sentence_transformers",
+        "embed_inprocess_vs_sentence_transformers" + ("" if device == "cpu" else f"_{device}"),
         "texts/s",
         len(texts) / base_s,
         len(texts) / ours_s,
@@ -55,7 +56,7 @@ def inprocess_vs_sentence_transformers(repeats: int) -> Figure:
         note=(
             f"512 texts of 10-250 words (longest {longest} tokens); sentence-transformers float32, "
             f"batch {BATCH_SIZE}; ours {str(ours.engine.model.dtype).removeprefix('torch.')} "
-            "(the engine's default on this CPU), length-sorted batches under a token budget; "
+            f"(the engine's default on {device}), length-sorted batches under a token budget; "
             f"lowest cosine to the float32 reference {worst_cosine:.5f}"
         ),
     )

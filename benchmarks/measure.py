@@ -61,6 +61,20 @@ def interleaved(
     return statistics.median(baseline_values), statistics.median(our_values)
 
 
+def rotated(measures: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
+    """Medians of ``repeats`` runs of each measure, the order rotating by one each repetition.
+
+    ``interleaved`` for more than two sides: no side always runs first (or last).
+    """
+    names = list(measures)
+    values: dict[str, list[float]] = {name: [] for name in names}
+    for repeat in range(repeats):
+        shift = repeat % len(names)
+        for name in names[shift:] + names[:shift]:
+            values[name].append(measures[name]())
+    return {name: statistics.median(values[name]) for name in names}
+
+
 def timed(action: Callable[[], object]) -> float:
     """Seconds ``action`` takes."""
     started = time.perf_counter()

@@ -12,11 +12,11 @@ import tempfile
 from pathlib import Path
 
 from backend.testing.servers import ServerProcess
-from benchmarks import chat, constrained_json, embeddings, machine, serving
+from benchmarks import chat, constrained_json, embeddings, machine, serving, transformers_batching
 from benchmarks.measure import Figure, print_table, write_results
 
 RESULTS = Path(__file__).with_name("results.json")
-GROUPS = ["machine", "chat", "constrained", "embeddings", "server"]
+GROUPS = ["machine", "chat", "constrained", "embeddings", "server", "transformers"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -90,6 +90,17 @@ def main(argv: list[str] | None = None) -> int:
                 )
             )
     backend.close()
+    if "transformers" in groups:
+        # Its own copy of the chat model, on transformers whatever the service would pick here.
+        with transformers_batching.loaded(args.profile) as bench:
+            for streams in bench.counts:
+                done(*bench.stream_figures(streams, args.repeats))
+            done(*bench.goal_figures())
+            done(bench.judge_figure(args.repeats))
+            if bench.cuda:  # on the CPU the embeddings group measures it
+                done(
+                    embeddings.inprocess_vs_sentence_transformers(args.repeats, bench.engine.device)
+                )
 
     print("All figures:\n")
     print_table(figures)
