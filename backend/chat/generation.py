@@ -3,17 +3,20 @@ call when one begins.
 
 A ``Generation`` runs once and its tokens go through an ``OutputProcessor``. With
 ``AnswerOrCall`` (``tool_choice`` ``auto`` where calls are constrained) the model decides
-whether to call a tool: the answer is generated freely until its first tokens show which it
-is (``backend.chat.tool_calls.opens_tool_call``); if they open a call, that free start is
-dropped and the call is generated again from its opening, under the constraint that makes it
-match a tool's schema. A plain answer continues as it started, unconstrained and unslowed;
-one in a ``response_format`` is generated again from the start under the format's constraint.
-Where the profile sets a threshold, calls the model itself finds unneeded for the message are
-dropped and the message answered without tools (``backend.chat.tool_need``).
+whether to call a tool: the answer is generated freely (its first token greedily at any
+temperature, so that calling is the model's most likely choice, not a draw) until its first
+tokens show which it is (``backend.chat.tool_calls.opens_tool_call``); if they open a call,
+that free start is dropped and the call is generated again from its opening, under the
+constraint that makes it match a tool's schema. A plain answer continues as it started,
+unconstrained and unslowed; one in a ``response_format`` is generated again from the start
+under the format's constraint. Where the profile sets a threshold, calls the model itself
+finds unneeded for the message are dropped and the message answered without tools
+(``backend.chat.tool_need``).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
@@ -30,6 +33,10 @@ DescribeToken = Callable[[int], TokenLogprob]
 #: Tokens read at most before deciding that an answer is not a call (a fence and ``{"name"``
 #: take about six).
 OPENING_TOKENS = 16
+#: The answer's first tokens, chosen greedily at any temperature: the first token of a call
+#: (``<tool_call>``, a fence or ``{``) is the model's choice to call, and a sampled lead-in
+#: ("Here is the JSON:") would turn a call into prose (benchmarks/README.md).
+DECIDING_TOKENS = 1
 
 
 def answer_events(
@@ -67,7 +74,10 @@ def _answer_or_call(
     logprobs: DescribeToken | None,
 ) -> Iterator[OutputEvent]:
     answer = _Reading(engine, prompt.answer, stop, should_stop, logprobs)
-    free = engine.generate(prompt.answer.ids, params, answer.should_stop)
+    # Whether to call is decided on the model's most likely first token, not drawn at the
+    # request's temperature; what follows is sampled as asked.
+    opening = dataclasses.replace(params, greedy_opening=DECIDING_TOKENS)
+    free = engine.generate(prompt.answer.ids, opening, answer.should_stop)
     try:
         opening: list[int] = []
         is_call = None

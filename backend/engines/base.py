@@ -54,6 +54,8 @@ class SamplingParams:
             20 makes ``generate`` yield ``ScoredToken`` ids carrying each token's
             log-probability and those of the ``top_logprobs`` most likely tokens
             (``backend.engines.logprobs``).
+        greedy_opening: the first this many tokens are chosen greedily whatever the
+            temperature (``backend.engines.sampling.TokenChooser``).
     """
 
     max_new_tokens: int
@@ -61,6 +63,7 @@ class SamplingParams:
     top_p: float = 1.0
     seed: int | None = None
     top_logprobs: int | None = None
+    greedy_opening: int = 0
 
     @property
     def greedy(self) -> bool:

@@ -23,7 +23,7 @@ import numpy as np
 
 from backend.engines.base import ChatEngine, JSONSchemaConstraint, SamplingParams
 from backend.engines.llamacpp_runner import BatchingRunner
-from backend.engines.sampling import choose_token
+from backend.engines.sampling import TokenChooser
 from backend.engines.token_mask import ConstraintMasks, masks_available
 
 logger = logging.getLogger(__name__)
@@ -194,10 +194,8 @@ class LlamaCppChatEngine(ChatEngine):
             seed = params.seed if params.seed is not None else _fresh_seed()
             generator = torch.Generator().manual_seed(seed)
 
-        def choose(logits: np.ndarray) -> int:
-            return choose_token(torch.from_numpy(logits.copy()), params, mask, generator)
-
-        return choose
+        chooser = TokenChooser(params, mask, generator)
+        return lambda logits: chooser(torch.from_numpy(logits.copy()))
 
     def next_token_logprobs(
         self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import TYPE_CHECKING
 
 import torch
@@ -35,6 +36,34 @@ def choose_token(
     if params.top_logprobs is not None:
         return scored_token(torch.log_softmax(logits, dim=-1), token, params.top_logprobs)
     return token
+
+
+class TokenChooser:
+    """Chooses the tokens of one generation, one call per step: the first
+    ``params.greedy_opening`` greedily, the rest as ``params`` asks (``choose_token``).
+
+    A greedy opening makes the decision the first tokens carry (whether an answer is a tool
+    call, ``backend.chat.generation``) the model's most likely one rather than a draw.
+    """
+
+    def __init__(
+        self,
+        params: SamplingParams,
+        mask: TokenMask | None = None,
+        generator: torch.Generator | None = None,
+    ) -> None:
+        self._params = params
+        self._opening = dataclasses.replace(params, temperature=0.0)
+        self._opening_left = params.greedy_opening
+        self._mask = mask
+        self._generator = generator
+
+    def __call__(self, logits: torch.Tensor) -> int:
+        params = self._params
+        if self._opening_left > 0:
+            self._opening_left -= 1
+            params = self._opening
+        return choose_token(logits, params, self._mask, self._generator)
 
 
 def sample_token(

@@ -19,7 +19,7 @@ from transformers import AutoModelForCausalLM
 
 from backend.engines.base import ChatEngine, JSONSchemaConstraint, SamplingParams
 from backend.engines.llamacpp_chat import default_parallel
-from backend.engines.sampling import choose_token
+from backend.engines.sampling import TokenChooser
 from backend.engines.token_mask import ConstraintMasks, masks_available
 from backend.engines.torch_placement import load_pretrained
 from backend.engines.transformers_runner import TransformersRunner
@@ -115,7 +115,7 @@ class TransformersChatEngine(ChatEngine):
         generator = None
         if not params.greedy and params.seed is not None:
             generator = torch.Generator(device=self.device).manual_seed(params.seed)
-        return lambda logits: choose_token(logits, params, mask, generator)
+        return TokenChooser(params, mask, generator)
 
     def next_token_logprobs(
         self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]

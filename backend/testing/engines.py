@@ -49,7 +49,7 @@ class ScriptedChatEngine(ChatEngine):
         token_delay: seconds slept before each token (a slow model).
         constrains: claims to constrain decoding (``supports_constraints``): it records each
             constraint given in ``constraints`` and answers ``reply`` all the same, so script
-            a reply that fits.
+            a reply that fits. Every generation's ``SamplingParams`` are kept in ``params``.
     """
 
     def __init__(
@@ -70,6 +70,7 @@ class ScriptedChatEngine(ChatEngine):
         if constrains:
             self.supports_constraints = True
         self.constraints: list[JSONSchemaConstraint | None] = []
+        self.params: list[SamplingParams] = []
 
     def reply_for(self, prompt: str) -> str:
         return self.reply
@@ -83,6 +84,7 @@ class ScriptedChatEngine(ChatEngine):
     ) -> Generator[int, None, None]:
         self.prompts.append(list(prompt_ids))
         self.constraints.append(constraint)
+        self.params.append(params)
         reply = self.reply_for(self.tokenizer.decode(prompt_ids))
         for i, token in enumerate([ord(c) for c in reply] + [EOS]):
             if i >= params.max_new_tokens or should_stop():

@@ -95,6 +95,17 @@ def test_auto_leaves_a_plain_answer_unconstrained_and_generated_once():
     assert message.content == "It is sunny in Oslo." and message.tool_calls is None
 
 
+@pytest.mark.parametrize("reply", ['<tool_call>\n{"name": "get_weather"', "It is sunny."])
+def test_whether_to_call_is_decided_on_the_most_likely_first_token_at_any_temperature(reply):
+    engine, _ = _chat(reply, tools=[WEATHER], temperature=0.9, seed=5)
+    answer, *call = engine.params
+    assert answer.greedy_opening == 1 and answer.temperature == 0.9
+    # A call, once chosen, and every other generation are drawn as asked from the start.
+    assert all(params.greedy_opening == 0 for params in call)
+    engine, _ = _chat("Hello.", temperature=0.9)
+    assert [params.greedy_opening for params in engine.params] == [0]
+
+
 def test_a_named_tool_choice_constrains_to_that_tool_alone():
     forced = {"type": "function", "function": {"name": "get_weather"}}
     engine, message = _chat("ignored", tools=[WEATHER, EVENT], tool_choice=forced)

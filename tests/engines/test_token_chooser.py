@@ -1,0 +1,41 @@
+"""``TokenChooser``: a greedy opening, then tokens drawn as the request asks (offline)."""
+
+from __future__ import annotations
+
+import torch
+
+from backend.engines.base import SamplingParams
+from backend.engines.sampling import TokenChooser
+
+# Token 0 is the most likely (p ~ 0.23); the other nine share the rest, so a draw at
+# temperature 1.0 rarely picks token 0 many times running.
+LOGITS = torch.tensor([1.0] + [0.0] * 9)
+
+
+def _choices(params: SamplingParams, steps: int, seed: int = 3) -> list[int]:
+    choose = TokenChooser(params, generator=torch.Generator().manual_seed(seed))
+    return [choose(LOGITS.clone()) for _ in range(steps)]
+
+
+def test_the_opening_tokens_are_the_most_likely_ones_then_tokens_are_drawn():
+    sampled = SamplingParams(max_new_tokens=40, temperature=1.0)
+    opened = SamplingParams(max_new_tokens=40, temperature=1.0, greedy_opening=2)
+    for seed in range(20):
+        choices = _choices(opened, 40, seed)
+        assert choices[:2] == [0, 0]
+        assert set(choices[2:]) != {0}  # the rest is drawn
+    # Without an opening the first draws differ from the most likely token somewhere.
+    assert any(_choices(sampled, 2, seed) != [0, 0] for seed in range(20))
+
+
+def test_after_the_opening_the_draws_are_those_of_the_same_seed_without_it():
+    # The greedy opening takes nothing from the generator: the rest of a seeded answer is
+    # the same draw sequence as a seeded answer without the opening.
+    sampled = SamplingParams(max_new_tokens=40, temperature=1.0)
+    opened = SamplingParams(max_new_tokens=40, temperature=1.0, greedy_opening=1)
+    assert _choices(opened, 30)[1:] == _choices(sampled, 29)
+
+
+def test_greedy_requests_are_unchanged():
+    greedy = SamplingParams(max_new_tokens=5, temperature=0.0, greedy_opening=3)
+    assert _choices(greedy, 5) == [0] * 5
