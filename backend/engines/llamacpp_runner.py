@@ -27,17 +27,12 @@ is set aside and later resumed by evaluating its prompt and the tokens it alread
 
 from __future__ import annotations
 
-import itertools
 import logging
-import queue
-import threading
-from collections import deque
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-import numpy as np
-
 from backend.engines.llamacpp_batch import NativeBatch
+from backend.engines.request_runner import END, RequestRunner, RunnerRequest, stop_asked
 
 logger = logging.getLogger(__name__)
 
@@ -49,25 +44,9 @@ PREFILL_CHUNK = 128
 MAX_UNREAD = 8
 _READER_POLL_SECONDS = 0.002
 
-_END = object()
-
 
 @dataclass(eq=False)
-class _Request:
-    """One generation (``budget`` > 0) or one scoring of the next token (``budget`` == 0)."""
-
-    prompt: list[int]
-    budget: int
-    #: Picks the next token from a row of logits (greedy, sampled, masked); generation only.
-    choose: Callable[[np.ndarray], int] | None
-    #: Turns the logits after the prompt into the scoring's result; scoring only.
-    score: Callable[[np.ndarray], object] | None
-    should_stop: Callable[[], bool]
-    end_ids: frozenset[int]
-    results: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
-    generated: list[int] = field(default_factory=list)
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    order: int = 0
+class _Request(RunnerRequest):
     #: What is evaluated as a prompt when admitted: the prompt, and for a request resumed
     #: after preemption the tokens it had produced (the next token follows the last of them).
     evaluate: list[int] = field(default_factory=list)
@@ -85,7 +64,7 @@ class _Slot:
     last_used: int = 0
 
 
-class BatchingRunner:
+class BatchingRunner(RequestRunner):
     """Runs generations and scorings on one llama.cpp context, batching those that overlap.
 
     Args:
@@ -97,7 +76,10 @@ class BatchingRunner:
         native: the llama.cpp API (the ``llama_cpp`` module; tests pass a stand-in).
     """
 
+    request_type = _Request
+
     def __init__(self, ctx, n_vocab: int, slots: int, kv_cells: int, native=None) -> None:
+        super().__init__("llama.cpp runner")
         if native is None:
             import llama_cpp as native
 
@@ -111,85 +93,20 @@ class BatchingRunner:
         self.largest_decode_batch = 0
         #: Requests set aside so far because the KV cache was full.
         self.preemptions = 0
-        self._waiting: deque[_Request] = deque()
-        self._wake = threading.Condition()
-        self._closed = False
-        self._counter = itertools.count(1)
-        self._thread = threading.Thread(target=self._loop, name="llama.cpp runner", daemon=True)
-        self._thread.start()
-
-    # ------------------------------------------------------------------ callers' side
-
-    def generate(
-        self,
-        prompt: list[int],
-        budget: int,
-        choose: Callable[[np.ndarray], int],
-        should_stop: Callable[[], bool],
-        end_ids: frozenset[int],
-    ) -> Iterator[int]:
-        """Yield generated tokens as the runner produces them; closing cancels the request."""
-        request = _Request(prompt, budget, choose, None, should_stop, end_ids)
-        self._submit(request)
-        try:
-            while (item := request.results.get()) is not _END:
-                if isinstance(item, BaseException):
-                    raise item
-                yield item  # type: ignore[misc]
-        finally:
-            request.cancelled.set()
-            self._notify()
-
-    def score(self, prompt: list[int], score: Callable[[np.ndarray], object]) -> object:
-        """``score(logits)`` of the position after the prompt."""
-        request = _Request(prompt, 0, None, score, lambda: False, frozenset())
-        self._submit(request)
-        try:
-            item = request.results.get()
-        finally:
-            request.cancelled.set()
-        if isinstance(item, BaseException):
-            raise item
-        return item
+        self._prefill_turn = True  # alternates a prompt chunk and a decode step
+        self._start()
 
     def close(self) -> None:
-        with self._wake:
-            self._closed = True
-            self._wake.notify()
-        self._thread.join()
+        super().close()
         self._batch.free()
-
-    def _submit(self, request: _Request) -> None:
-        with self._wake:
-            if self._closed:
-                raise RuntimeError("the chat engine is closed")
-            request.order = next(self._counter)
-            self._waiting.append(request)
-            self._wake.notify()
-
-    def _notify(self) -> None:
-        with self._wake:
-            self._wake.notify()
 
     # ------------------------------------------------------------------ the runner thread
 
-    def _loop(self) -> None:
-        prefill_turn = True
-        while True:
-            with self._wake:
-                while not self._closed and not self._waiting and not self._running():
-                    self._wake.wait()
-                if self._closed:
-                    break
-            try:
-                self._step(prefill_turn)
-            except BaseException as error:  # noqa: BLE001 - a bug here must not hang callers
-                logger.exception("the llama.cpp runner failed; failing its requests")
-                self._fail_everything(error)
-            prefill_turn = not prefill_turn
-        self._fail_everything(RuntimeError("the chat engine was closed"))
+    def _busy(self) -> bool:
+        return bool(self._running())
 
-    def _step(self, prefill_turn: bool) -> None:
+    def _step(self) -> None:
+        prefill_turn, self._prefill_turn = self._prefill_turn, not self._prefill_turn
         self._drop_finished()
         self._admit()
         prefilling = [s for s in self._running() if self._needs_prefill(s)]
@@ -214,9 +131,7 @@ class BatchingRunner:
         for slot in self._running():
             self._truncate(slot, 0)
             self._finish(slot, error)
-        with self._wake:
-            waiting, self._waiting = list(self._waiting), deque()
-        for request in waiting:
+        for request in self._take_waiting():
             request.results.put(error)
 
     def _running(self) -> list[_Slot]:
@@ -231,16 +146,8 @@ class BatchingRunner:
             request = slot.request
             if request.cancelled.is_set():
                 self._release(slot)
-            elif request.score is None and self._stop_asked(request):
+            elif request.score is None and stop_asked(request):
                 self._finish(slot)
-
-    @staticmethod
-    def _stop_asked(request: _Request) -> bool:
-        try:
-            return request.should_stop()
-        except Exception:  # noqa: BLE001 - a broken callback ends its own request only
-            logger.exception("should_stop raised; ending the request")
-            return True
 
     def _admit(self) -> None:
         with self._wake:
@@ -378,7 +285,7 @@ class BatchingRunner:
                 request.results.put(request.score(logits))
                 self._release(slot)
                 return
-            if request.cancelled.is_set() or self._stop_asked(request):
+            if request.cancelled.is_set() or stop_asked(request):
                 self._finish(slot)
                 return
             token = request.choose(logits)
@@ -391,7 +298,7 @@ class BatchingRunner:
             self._finish(slot)
 
     def _finish(self, slot: _Slot, error: BaseException | None = None) -> None:
-        slot.request.results.put(error if error is not None else _END)
+        slot.request.results.put(error if error is not None else END)
         self._release(slot)
 
     def _release(self, slot: _Slot) -> None:

@@ -41,43 +41,26 @@ by ``backend.engines.sampling.choose_token``, as in the llama.cpp engine.
 
 from __future__ import annotations
 
-import itertools
+import contextlib
 import logging
-import queue
-import threading
 from collections import deque
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 from transformers import DynamicCache
 
-logger = logging.getLogger(__name__)
+from backend.engines.request_runner import END, RequestRunner, RunnerRequest, stop_asked
 
-_END = object()
+logger = logging.getLogger(__name__)
 
 
 @dataclass(eq=False)
-class _Request:
-    """One generation (``choose`` set) or one scoring of the next token (``score`` set)."""
-
-    prompt: list[int]
-    budget: int
-    #: Picks the next token from a 1-D float32 row of logits (greedy, sampled, masked).
-    choose: Callable[[torch.Tensor], int] | None
-    #: Turns the logits after the prompt into the scoring's result.
-    score: Callable[[torch.Tensor], object] | None
-    should_stop: Callable[[], bool]
-    end_ids: frozenset[int]
-    results: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
-    generated: list[int] = field(default_factory=list)
-    cancelled: threading.Event = field(default_factory=threading.Event)
-    order: int = 0
+class _Request(RunnerRequest):
     #: Tokens this request holds in the batch's cache (the rest of its row is padding).
     length: int = 0
 
 
-class TransformersRunner:
+class TransformersRunner(RequestRunner):
     """Runs generations and scorings on one transformers model, batching those that overlap.
 
     Args:
@@ -86,7 +69,10 @@ class TransformersRunner:
         slots: how many generations are decoded together; further ones wait.
     """
 
+    request_type = _Request
+
     def __init__(self, model, device: str, slots: int) -> None:
+        super().__init__("transformers runner")
         self._model = model
         self._device = device
         self._slots = slots
@@ -97,79 +83,16 @@ class TransformersRunner:
         self.recent_decode_batches: deque[tuple[int, int]] = deque(maxlen=256)
         self._rows: list[_Request] = []  # the running generations, in the cache's batch order
         self._cache: DynamicCache | None = None
-        self._waiting: deque[_Request] = deque()
-        self._wake = threading.Condition()
-        self._closed = False
-        self._counter = itertools.count(1)
-        self._thread = threading.Thread(target=self._loop, name="transformers runner", daemon=True)
-        self._thread.start()
-
-    # ------------------------------------------------------------------ callers' side
-
-    def generate(
-        self,
-        prompt: list[int],
-        budget: int,
-        choose: Callable[[torch.Tensor], int],
-        should_stop: Callable[[], bool],
-        end_ids: frozenset[int],
-    ) -> Iterator[int]:
-        """Yield generated tokens as the runner produces them; closing cancels the request."""
-        request = _Request(prompt, budget, choose, None, should_stop, end_ids)
-        self._submit(request)
-        try:
-            while (item := request.results.get()) is not _END:
-                if isinstance(item, BaseException):
-                    raise item
-                yield item  # type: ignore[misc]
-        finally:
-            request.cancelled.set()
-            self._notify()
-
-    def score(self, prompt: list[int], score: Callable[[torch.Tensor], object]) -> object:
-        """``score(logits)`` of the position after the prompt."""
-        request = _Request(prompt, 0, None, score, lambda: False, frozenset())
-        self._submit(request)
-        item = request.results.get()
-        if isinstance(item, BaseException):
-            raise item
-        return item
-
-    def close(self) -> None:
-        with self._wake:
-            self._closed = True
-            self._wake.notify()
-        self._thread.join()
-
-    def _submit(self, request: _Request) -> None:
-        with self._wake:
-            if self._closed:
-                raise RuntimeError("the chat engine is closed")
-            request.order = next(self._counter)
-            self._waiting.append(request)
-            self._wake.notify()
-
-    def _notify(self) -> None:
-        with self._wake:
-            self._wake.notify()
+        self._start()
 
     # ------------------------------------------------------------------ the runner thread
 
-    def _loop(self) -> None:
+    def _thread_context(self) -> contextlib.AbstractContextManager:
         # inference_mode is thread-local: set once for the runner, never on callers' threads.
-        with torch.inference_mode():
-            while True:
-                with self._wake:
-                    while not self._closed and not self._waiting and not self._rows:
-                        self._wake.wait()
-                    if self._closed:
-                        break
-                try:
-                    self._step()
-                except BaseException as error:  # noqa: BLE001 - a bug here must not hang callers
-                    logger.exception("the transformers runner failed; failing its requests")
-                    self._fail_everything(error)
-        self._fail_everything(RuntimeError("the chat engine was closed"))
+        return torch.inference_mode()
+
+    def _busy(self) -> bool:
+        return bool(self._rows)
 
     def _step(self) -> None:
         self._drop_finished()
@@ -193,9 +116,7 @@ class TransformersRunner:
 
     def _fail_everything(self, error: BaseException) -> None:
         rows, self._rows, self._cache = self._rows, [], None
-        with self._wake:
-            waiting, self._waiting = list(self._waiting), deque()
-        for request in rows + waiting:
+        for request in rows + self._take_waiting():
             request.results.put(error)
 
     def _drop_finished(self) -> None:
@@ -204,25 +125,17 @@ class TransformersRunner:
         for request in self._rows:
             if request.cancelled.is_set():
                 continue
-            if self._stop_asked(request):
-                request.results.put(_END)
+            if stop_asked(request):
+                request.results.put(END)
                 continue
             keep.append(request)
         self._keep_rows(keep)
 
-    @staticmethod
-    def _stop_asked(request: _Request) -> bool:
-        try:
-            return request.should_stop()
-        except Exception:  # noqa: BLE001 - a broken callback ends its own request only
-            logger.exception("should_stop raised; ending the request")
-            return True
-
     def _admit(self, request: _Request) -> None:
         """Evaluate the prompt alone, then score it or choose its first token and let it join
         the batch."""
-        if request.score is None and self._stop_asked(request):
-            request.results.put(_END)
+        if request.score is None and stop_asked(request):
+            request.results.put(END)
             return
         cache = DynamicCache() if request.score is None else None
         try:
@@ -248,8 +161,8 @@ class TransformersRunner:
         """Choose the request's next token and hand it on; whether the request goes on."""
         # Asked again after the forward pass: meanwhile the reader took the last token, and
         # may now want no more (a stop sequence, a client gone).
-        if request.cancelled.is_set() or self._stop_asked(request):
-            request.results.put(_END)
+        if request.cancelled.is_set() or stop_asked(request):
+            request.results.put(END)
             return False
         try:
             token = request.choose(logits)
@@ -259,7 +172,7 @@ class TransformersRunner:
         request.generated.append(token)
         request.results.put(token)
         if token in request.end_ids or len(request.generated) >= request.budget:
-            request.results.put(_END)
+            request.results.put(END)
             return False
         return True
 

@@ -1,0 +1,169 @@
+"""What both chat engines' batching runners share: the requests callers hand them, and the one
+thread that owns the model and serves them.
+
+A caller submits a request (a generation, or the scoring of the token after a prompt) and reads
+its results from the request's queue: generated tokens and then ``END``, or an exception. The
+runner's thread waits until there is work and runs the engine's ``_step`` (admit, evaluate,
+decode) until it is closed. A caller that stops reading (closes the generator) cancels its
+request, which the step drops. How a step batches is each engine's own
+(``backend.engines.llamacpp_runner``, ``backend.engines.transformers_runner``).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import itertools
+import logging
+import queue
+import threading
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+#: Put in a request's queue after its last token.
+END = object()
+
+
+@dataclass(eq=False)
+class RunnerRequest:
+    """One generation (``choose`` set) or one scoring of the next token (``score`` set)."""
+
+    prompt: list[int]
+    budget: int
+    #: Picks the next token from a row of logits (greedy, sampled, masked); generation only.
+    choose: Callable[[Any], int] | None
+    #: Turns the logits after the prompt into the scoring's result; scoring only.
+    score: Callable[[Any], object] | None
+    should_stop: Callable[[], bool]
+    end_ids: frozenset[int]
+    results: queue.SimpleQueue = field(default_factory=queue.SimpleQueue)
+    generated: list[int] = field(default_factory=list)
+    cancelled: threading.Event = field(default_factory=threading.Event)
+    order: int = 0
+
+
+def stop_asked(request: RunnerRequest) -> bool:
+    """Whether the request's caller wants no more tokens; a callback that raises ends its own
+    request only."""
+    try:
+        return request.should_stop()
+    except Exception:  # noqa: BLE001 - a broken callback ends its own request only
+        logger.exception("should_stop raised; ending the request")
+        return True
+
+
+class RequestRunner(abc.ABC):
+    """A thread serving generations and scorings submitted from any thread.
+
+    Subclasses set up their own state, then call ``_start``; they define ``_step`` (one round
+    of work), ``_busy`` (work in flight besides the waiting queue) and ``_fail_everything``.
+    """
+
+    #: The request type this runner makes (a ``RunnerRequest`` with the engine's own fields).
+    request_type: type[RunnerRequest] = RunnerRequest
+
+    def __init__(self, thread_name: str) -> None:
+        self._waiting: deque[RunnerRequest] = deque()
+        self._wake = threading.Condition()
+        self._closed = False
+        self._counter = itertools.count(1)
+        self._thread = threading.Thread(target=self._loop, name=thread_name, daemon=True)
+
+    def _start(self) -> None:
+        self._thread.start()
+
+    # ------------------------------------------------------------------ callers' side
+
+    def generate(
+        self,
+        prompt: list[int],
+        budget: int,
+        choose: Callable[[Any], int],
+        should_stop: Callable[[], bool],
+        end_ids: frozenset[int],
+    ) -> Iterator[int]:
+        """Yield generated tokens as the runner produces them; closing cancels the request."""
+        request = self.request_type(prompt, budget, choose, None, should_stop, end_ids)
+        self._submit(request)
+        try:
+            while (item := request.results.get()) is not END:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item  # type: ignore[misc]
+        finally:
+            request.cancelled.set()
+            self._notify()
+
+    def score(self, prompt: list[int], score: Callable[[Any], object]) -> object:
+        """``score(logits)`` of the position after the prompt."""
+        request = self.request_type(prompt, 0, None, score, lambda: False, frozenset())
+        self._submit(request)
+        try:
+            item = request.results.get()
+        finally:
+            request.cancelled.set()
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    def close(self) -> None:
+        """Stop the thread; requests still in flight fail."""
+        with self._wake:
+            self._closed = True
+            self._wake.notify()
+        self._thread.join()
+
+    def _submit(self, request: RunnerRequest) -> None:
+        with self._wake:
+            if self._closed:
+                raise RuntimeError("the chat engine is closed")
+            request.order = next(self._counter)
+            self._waiting.append(request)
+            self._wake.notify()
+
+    def _notify(self) -> None:
+        with self._wake:
+            self._wake.notify()
+
+    # ------------------------------------------------------------------ the runner thread
+
+    def _loop(self) -> None:
+        with self._thread_context():
+            while True:
+                with self._wake:
+                    while not self._closed and not self._waiting and not self._busy():
+                        self._wake.wait()
+                    if self._closed:
+                        break
+                try:
+                    self._step()
+                except BaseException as error:  # noqa: BLE001 - a bug here must not hang callers
+                    logger.exception("the %s failed; failing its requests", self._thread.name)
+                    self._fail_everything(error)
+            self._fail_everything(RuntimeError("the chat engine was closed"))
+
+    def _thread_context(self) -> contextlib.AbstractContextManager:
+        """Entered once on the runner's thread, around all its work."""
+        return contextlib.nullcontext()
+
+    def _take_waiting(self) -> list[RunnerRequest]:
+        """Empty the waiting queue, for ``_fail_everything``."""
+        with self._wake:
+            waiting, self._waiting = list(self._waiting), deque()
+        return waiting
+
+    @abc.abstractmethod
+    def _busy(self) -> bool:
+        """Whether requests are in flight (the thread then keeps stepping)."""
+
+    @abc.abstractmethod
+    def _step(self) -> None:
+        """One round of work on the requests in flight and waiting."""
+
+    @abc.abstractmethod
+    def _fail_everything(self, error: BaseException) -> None:
+        """Hand ``error`` to every request in flight or waiting (``_take_waiting``)."""
