@@ -25,7 +25,7 @@ ENFORCED = frozenset(
         "type", "properties", "required", "additionalProperties", "items", "prefixItems",
         "minItems", "maxItems", "enum", "const", "anyOf", "$ref", "$defs", "definitions",
         "minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
-        "maxLength", "pattern",
+        "maxLength", "pattern", "minProperties", "maxProperties",
     }
 )  # fmt: skip
 ANNOTATIONS = frozenset(
@@ -39,7 +39,10 @@ _SCHEMA_LISTS = ("anyOf", "prefixItems")
 #: xgrammar prefixes its messages with a time and a source position.
 _XGRAMMAR_PREFIX = re.compile(r"^\[[^\]]*\]\s*\S+:\d+:\s*")
 
-JSON_OBJECT = JSONSchemaConstraint(json.dumps({"type": "object"}), strict=False)
+#: ``json_object``: one object with at least one member. The grammar forbids the opening the
+#: model prefers (a fence, a newline after the brace), and at temperature 0.7 the mass left
+#: then closed the object at once in 6 of 60 sampled answers: an empty object answers nothing.
+JSON_OBJECT = JSONSchemaConstraint(json.dumps({"type": "object", "minProperties": 1}), strict=False)
 
 
 def _unsupported(schema: Any, path: str) -> Iterator[str]:

@@ -57,9 +57,27 @@ def test_text_and_no_format_are_unconstrained():
     assert format_constraint(ResponseFormat(type="text")) is None
 
 
-def test_json_object_is_any_object():
+def test_json_object_is_any_object_but_an_empty_one():
     constraint = format_constraint(ResponseFormat(type="json_object"))
     assert constraint is JSON_OBJECT and not constraint.strict
+    xgrammar = pytest.importorskip("xgrammar")
+    from xgrammar.testing import _is_grammar_accept_string as accepts
+
+    grammar = xgrammar.Grammar.from_json_schema(constraint.schema_json, strict_mode=False)
+    assert accepts(grammar, '{"setup": "Why?", "n": [1, {}]}')
+    assert not accepts(grammar, "{}")
+    assert not accepts(grammar, "[1]")
+
+
+def test_object_sizes_are_enforced_keywords():
+    schema = {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "minProperties": 1,
+        "maxProperties": 1,
+    }
+    constraint = format_constraint(ResponseFormat.model_validate(_schema_format(schema)))
+    assert constraint.schema == schema
 
 
 def test_a_schema_is_kept_as_sent_and_strict():
