@@ -16,13 +16,14 @@ from __future__ import annotations
 
 import logging
 import os
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import numpy as np
 
-from backend.engines.base import ChatEngine, JSONSchemaConstraint, SamplingParams
+from backend.engines.base import JSONSchemaConstraint, SamplingParams
 from backend.engines.llamacpp_runner import BatchingRunner
+from backend.engines.request_runner import RunnerChatEngine, checked_prompt
 from backend.engines.sampling import TokenChooser
 from backend.engines.token_mask import ConstraintMasks, masks_available
 
@@ -87,7 +88,7 @@ def cpu_safe_model_params(params):
     return params
 
 
-class LlamaCppChatEngine(ChatEngine):
+class LlamaCppChatEngine(RunnerChatEngine):
     """Runs a GGUF chat model with llama.cpp on the CPU, batching concurrent requests.
 
     Output can be constrained: given a ``JSONSchemaConstraint``, ``generate`` chooses only
@@ -103,7 +104,6 @@ class LlamaCppChatEngine(ChatEngine):
     """
 
     supports_constraints = masks_available()
-    thread_safe = True
     quantized_prompt_evaluation = True
 
     def __init__(
@@ -157,25 +157,6 @@ class LlamaCppChatEngine(ChatEngine):
             parallel,
         )
 
-    def generate(
-        self,
-        prompt_ids: Sequence[int],
-        params: SamplingParams,
-        should_stop: Callable[[], bool] = lambda: False,
-        constraint: JSONSchemaConstraint | None = None,
-    ) -> Generator[int, None, None]:
-        """Yield token ids one at a time; see ``ChatEngine.generate``.
-
-        With ``constraint``, the output is one JSON value valid against its schema, then the
-        end of the turn.
-        """
-        prompt = _checked_prompt(prompt_ids)
-        budget = min(params.max_new_tokens, self.context_length - len(prompt))
-        if budget <= 0 or should_stop():
-            return
-        choose = self._chooser(params, constraint)
-        yield from self._runner.generate(prompt, budget, choose, should_stop, self.eos_token_ids)
-
     def _chooser(
         self, params: SamplingParams, constraint: JSONSchemaConstraint | None
     ) -> Callable[[np.ndarray], int]:
@@ -208,18 +189,12 @@ class LlamaCppChatEngine(ChatEngine):
             log_normaliser = np.log(np.exp(shifted).sum())
             return [float(shifted[i] - log_normaliser) for i in candidates]
 
-        return self._runner.score(_checked_prompt(prompt_ids), logprobs)  # type: ignore[return-value]
+        return self._runner.score(checked_prompt(prompt_ids), logprobs)  # type: ignore[return-value]
 
     def close(self) -> None:
         self._runner.close()
         self._context.close()
         self._model.close()
-
-
-def _checked_prompt(prompt_ids: Sequence[int]) -> list[int]:
-    if not prompt_ids:
-        raise ValueError("the prompt holds no tokens")
-    return [int(i) for i in prompt_ids]
 
 
 def _fresh_seed() -> int:

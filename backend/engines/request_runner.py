@@ -18,9 +18,11 @@ import logging
 import queue
 import threading
 from collections import deque
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
+
+from backend.engines.base import ChatEngine, JSONSchemaConstraint, SamplingParams
 
 logger = logging.getLogger(__name__)
 
@@ -167,3 +169,47 @@ class RequestRunner(abc.ABC):
     @abc.abstractmethod
     def _fail_everything(self, error: BaseException) -> None:
         """Hand ``error`` to every request in flight or waiting (``_take_waiting``)."""
+
+
+class RunnerChatEngine(ChatEngine):
+    """A chat engine whose requests a ``RequestRunner`` serves: thread-safe, batched.
+
+    Subclasses set ``_runner``, ``context_length`` and ``eos_token_ids``, and say how a
+    generation picks its tokens (``_chooser``).
+    """
+
+    thread_safe = True
+    _runner: RequestRunner
+
+    def generate(
+        self,
+        prompt_ids: Sequence[int],
+        params: SamplingParams,
+        should_stop: Callable[[], bool] = lambda: False,
+        constraint: JSONSchemaConstraint | None = None,
+    ) -> Generator[int, None, None]:
+        """Yield token ids one at a time; see ``ChatEngine.generate``.
+
+        With ``constraint``, the output is one JSON value valid against its schema, then the
+        end of the turn.
+        """
+        prompt = checked_prompt(prompt_ids)
+        budget = min(params.max_new_tokens, self.context_length - len(prompt))
+        if budget <= 0 or should_stop():
+            return
+        choose = self._chooser(params, constraint)
+        yield from self._runner.generate(prompt, budget, choose, should_stop, self.eos_token_ids)
+
+    @abc.abstractmethod
+    def _chooser(
+        self, params: SamplingParams, constraint: JSONSchemaConstraint | None
+    ) -> Callable[[Any], int]:
+        """How one generation picks each token from its row of logits (on the runner's
+        thread)."""
+
+
+def checked_prompt(prompt_ids: Sequence[int]) -> list[int]:
+    """The prompt as a list of ints; an empty one is refused."""
+    if not prompt_ids:
+        raise ValueError("the prompt holds no tokens")
+    return [int(i) for i in prompt_ids]

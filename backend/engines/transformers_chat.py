@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 from transformers import AutoModelForCausalLM
 
-from backend.engines.base import ChatEngine, JSONSchemaConstraint, SamplingParams
+from backend.engines.base import JSONSchemaConstraint, SamplingParams
 from backend.engines.llamacpp_chat import default_parallel
+from backend.engines.request_runner import RunnerChatEngine, checked_prompt
 from backend.engines.sampling import TokenChooser
 from backend.engines.token_mask import ConstraintMasks, masks_available
 from backend.engines.torch_placement import load_pretrained
@@ -35,7 +36,7 @@ def _as_ids(value: int | Sequence[int] | None) -> set[int]:
     return {int(v) for v in value}
 
 
-class TransformersChatEngine(ChatEngine):
+class TransformersChatEngine(RunnerChatEngine):
     """Runs ``AutoModelForCausalLM`` from a local folder or a Hugging Face model id.
 
     Args:
@@ -46,7 +47,6 @@ class TransformersChatEngine(ChatEngine):
     """
 
     supports_constraints = masks_available()
-    thread_safe = True
 
     def __init__(
         self,
@@ -81,25 +81,6 @@ class TransformersChatEngine(ChatEngine):
             parallel,
         )
 
-    def generate(
-        self,
-        prompt_ids: Sequence[int],
-        params: SamplingParams,
-        should_stop: Callable[[], bool] = lambda: False,
-        constraint: JSONSchemaConstraint | None = None,
-    ) -> Generator[int, None, None]:
-        """Yield token ids one at a time; see ``ChatEngine.generate``.
-
-        With ``constraint``, each step's logits are masked so the output stays valid against
-        its schema.
-        """
-        prompt = _checked_prompt(prompt_ids)
-        budget = min(params.max_new_tokens, self.context_length - len(prompt))
-        if budget <= 0 or should_stop():
-            return
-        choose = self._chooser(params, constraint)
-        yield from self._runner.generate(prompt, budget, choose, should_stop, self.eos_token_ids)
-
     def _chooser(
         self, params: SamplingParams, constraint: JSONSchemaConstraint | None
     ) -> Callable[[torch.Tensor], int]:
@@ -127,13 +108,7 @@ class TransformersChatEngine(ChatEngine):
         def logprobs(logits: torch.Tensor) -> list[float]:
             return torch.log_softmax(logits, dim=-1)[candidates].tolist()
 
-        return self._runner.score(_checked_prompt(prompt_ids), logprobs)  # type: ignore[return-value]
+        return self._runner.score(checked_prompt(prompt_ids), logprobs)  # type: ignore[return-value]
 
     def close(self) -> None:
         self._runner.close()
-
-
-def _checked_prompt(prompt_ids: Sequence[int]) -> list[int]:
-    if not prompt_ids:
-        raise ValueError("the prompt holds no tokens")
-    return [int(i) for i in prompt_ids]
