@@ -199,6 +199,30 @@ def test_a_repeated_word_in_a_short_string_is_no_loop():
     assert reached_bound('{"a": "' + "=" * REPEAT_BYTES + '"}', JSONBounds())
 
 
+def test_items_written_in_a_loop_wind_the_value_up():
+    cycle = '"IBM", "Facebook", "Google", "Microsoft", '
+    looping = '{"skills": ["Python", "Go", ' + cycle * 4
+    scanner = JSONScanner(JSONBounds()).feed(looping.encode())
+    assert scanner.winding_up and scanner.reached
+    # Before the fourth copy's comma it is no loop yet.
+    assert not JSONScanner(JSONBounds()).feed(looping[:-2].encode()).winding_up
+    review = "배터리가 20분밖에 안 가고 충전은 4시간이나 걸려요"
+    assert reached_bound(json.dumps({"pros": [review] * 6}, ensure_ascii=False), JSONBounds())
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"n": [0] * 200},  # a run of short equal numbers
+        {"m": [[0, 0, 0]] * 30},
+        {"items": [{"name": "Coffee", "qty": 1}] * 5},  # equal objects: data, not a loop
+        {"a": "x" * 10, "b": "x" * 10, "c": [1, 2, 3]},
+    ],
+)
+def test_repetitive_data_is_no_loop(value):
+    assert not reached_bound(json.dumps(value), JSONBounds())
+
+
 def test_endless_digits_are_ended_and_the_value_wound_up_at_the_total_bound(tokenizer):
     schema = {
         "type": "object",
