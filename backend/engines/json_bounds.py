@@ -108,19 +108,20 @@ class JSONScanner:
 
     def feed(self, data: bytes) -> JSONScanner:
         for byte in data:
-            self._text.append(byte)
             if self.in_string:
                 self._string.append(byte)
                 # Once looping, the string stays so until it closes.
                 self.repeating = self.repeating or _ends_in_a_loop(self._string)
             elif byte == _COMMA and not self.value_repeating:
+                # The text before this comma (checked before it is appended: no copy).
                 self.value_repeating = _ends_in_a_loop(
-                    self._text[:-1],
+                    self._text,
                     VALUE_REPEAT_COPIES,
                     VALUE_REPEAT_BYTES,
                     VALUE_REPEAT_PIECE,
                     VALUE_REPEAT_PIECE_MAX,
                 )
+            self._text.append(byte)
             if byte & 0xC0 == 0x80:  # a UTF-8 continuation byte: the same character
                 continue
             self.total_chars += 1
