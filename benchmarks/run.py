@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
             for streams in bench.counts:
                 done(*bench.stream_figures(streams, args.repeats))
             done(*bench.goal_figures())
-            done(bench.judge_figure(args.repeats))
+            done(*bench.judge_figures(args.repeats))
             if bench.cuda:  # on the CPU the embeddings group measures it
                 done(
                     embeddings.inprocess_vs_sentence_transformers(args.repeats, bench.engine.device)

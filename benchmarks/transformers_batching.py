@@ -15,19 +15,24 @@ evaluation included (each runner evaluates prompts one at a time, ``generate`` a
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import time
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import torch
 
+from backend.chat.yes_no import YesNoReader
 from backend.engines.base import SamplingParams
 from backend.engines.sampling import choose_token
 from backend.engines.transformers_chat import TransformersChatEngine
 from backend.engines.transformers_runner import TransformersRunner
 from backend.engines.weights.embedded_chat import resolve_chat_model
-from backend.local import EngineConfig, InProcessBackend
+from backend.groundedness.calibration import calibration_for
+from backend.groundedness.judge import GroundednessJudge
+from backend.local import EngineConfig
 from benchmarks.measure import Figure, interleaved, rotated, timed
 from benchmarks.texts import chat_prompt
 
@@ -37,7 +42,7 @@ NEW_TOKENS = int(os.environ.get("CORE_BENCH_NEW_TOKENS", "64"))
 #: Words of each stream's user message (``texts.chat_prompt``): about 90 prompt tokens with
 #: the chat template, so that prompt evaluation does not swamp 64 decoded tokens.
 PROMPT_WORDS = 40
-#: Groundedness checks run at once, and one after the other, for the judge's figure.
+#: Short groundedness checks run at once, and one after the other, for the judge's figures.
 JUDGE_CHECKS = 4
 
 
@@ -223,45 +228,78 @@ class BatchingBench:
             if streams in self.ours and 1 in self.ours
         ]
 
-    def judge_figure(self, repeats: int) -> Figure:
-        """Groundedness checks/s: ``JUDGE_CHECKS`` short pairs at once vs one after the other,
-        through the in-process backend reading with this engine."""
-        backend = InProcessBackend(
-            profile=self.profile, chat_engine=self.engine, groundedness_engine="chat"
-        )
-        pairs = [
+    def judge_figures(self, repeats: int) -> list[Figure]:
+        """Groundedness checks/s with the engine's batched scoring (every prompt of a check
+        at once, concurrent checks together) against the engine before it (each prompt
+        scored alone, checks one after the other): ``JUDGE_CHECKS`` short pairs, and one
+        long RAG-sized check (``LONG_CHECK``, about 2,000 context tokens, several claims).
+        The judge asks the questions its calibration for this reader asks."""
+        contrast = calibration_for(self.profile, "transformers").contrast
+        batched = GroundednessJudge(self.engine, contrast=contrast)
+        alone = GroundednessJudge(PromptAtATimeReader(self.engine), contrast=contrast)
+        short = [
             (
                 f"The river museum in town {i} opened in {1890 + i} and has {i + 3} floors.",
                 f"The river museum opened in {1890 + i}.",
             )
             for i in range(JUDGE_CHECKS)
         ]
+        long = [long_check()]
+        differences: list[float] = []
 
-        def check(pair: tuple[str, str]) -> None:
-            backend.check_groundedness(*pair)
+        def one_after_the_other(pairs: list[tuple[str, str]]) -> float:
+            return timed(lambda: [alone.assess(*pair) for pair in pairs])
 
-        def one_at_a_time() -> float:
-            return timed(lambda: [check(pair) for pair in pairs])
-
-        def concurrent() -> float:
+        def at_once(pairs: list[tuple[str, str]]) -> float:
             with ThreadPoolExecutor(len(pairs)) as pool:
-                return timed(lambda: list(pool.map(check, pairs)))
+                return timed(lambda: list(pool.map(lambda pair: batched.assess(*pair), pairs)))
 
-        check(pairs[0])  # warm-up: the judge's prompts rendered once
-        base_s, ours_s = interleaved(one_at_a_time, concurrent, repeats)
-        backend.close()  # closes nothing it was handed: the engine is ours
-        return Figure(
-            "transformers_judge_checks_per_s",
-            "checks/s",
-            len(pairs) / base_s,
-            len(pairs) / ours_s,
-            goal="report",
-            note=(
-                f"{self.setting}; {len(pairs)} checks of one-sentence pairs at once vs one "
-                "after the other; the runner scores one prompt at a time between decode steps, "
-                "so about 1x is expected"
-            ),
-        )
+        for pair in (short[0], long[0]):  # warm-up, and how far batching moves the support
+            differences.append(abs(batched.assess(*pair).support - alone.assess(*pair).support))
+        figures = []
+        for name, pairs in (("short", short), ("long", long)):
+            base_s, ours_s = interleaved(
+                lambda pairs=pairs: one_after_the_other(pairs),
+                lambda pairs=pairs: at_once(pairs),
+                repeats,
+            )
+            figures.append(
+                Figure(
+                    f"transformers_judge_{name}_checks_per_s",
+                    "checks/s",
+                    len(pairs) / base_s,
+                    len(pairs) / ours_s,
+                    goal="report",
+                    note=(
+                        f"{self.setting}; {len(pairs)} check(s), "
+                        + ("one-sentence pairs" if name == "short" else LONG_CHECK)
+                        + f"; contrast question: {contrast}; baseline: each prompt scored "
+                        "alone, checks one after the other; support moved by batching: "
+                        f"{max(differences):.4f} at most"
+                    ),
+                )
+            )
+        return figures
+
+
+class PromptAtATimeReader(YesNoReader):
+    """The judge's reader before batched scoring: every prompt evaluated alone, in order."""
+
+    def read_many(self, conversations: list[list[dict[str, str]]]) -> list[tuple[float, int]]:
+        prompts = [self.prompt_ids(conversation) for conversation in conversations]
+        return [(self.probability(ids), len(ids)) for ids in prompts]
+
+
+#: The long check: a row of the calibration set with a multi-paragraph context.
+LONG_CHECK = "v2-001 of benchmarks/eval/groundedness_v2.jsonl (an annual report, 3 claims)"
+
+
+def long_check() -> tuple[str, str]:
+    """The context and response of ``LONG_CHECK``."""
+    path = Path(__file__).parent / "eval" / "groundedness_v2.jsonl"
+    with path.open(encoding="utf-8") as rows:
+        row = next(json.loads(line) for line in rows if '"v2-001"' in line)
+    return row["context"], row["response"]
 
 
 @contextlib.contextmanager

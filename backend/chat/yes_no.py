@@ -34,6 +34,10 @@ class YesNoReading(Protocol):
         """P(yes) of the answer to ``conversation``, and the prompt tokens read for it."""
         ...
 
+    def read_many(self, conversations: list[list[dict[str, str]]]) -> list[tuple[float, int]]:
+        """``read`` of each conversation, in order (together, where the reader can)."""
+        ...
+
     def count_tokens(self, text: str) -> int:
         """Tokens of ``text`` alone, as the model counts them (for sizing context chunks)."""
         ...
@@ -64,14 +68,23 @@ class YesNoReader:
 
     def probability(self, prompt_ids: Sequence[int]) -> float:
         """P(yes) over yes and no as the next token (0.5 when neither is likely at all)."""
-        logprobs = self.engine.next_token_logprobs(prompt_ids, self._yes + self._no)
+        return self._share(self.engine.next_token_logprobs(prompt_ids, self._yes + self._no))
+
+    def _share(self, logprobs: Sequence[float]) -> float:
+        """P(yes) over yes and no from the candidates' log-probabilities."""
         yes = sum(math.exp(lp) for lp in logprobs[: len(self._yes)])
         no = sum(math.exp(lp) for lp in logprobs[len(self._yes) :])
         return yes_no_share(yes, no)
 
     def read(self, conversation: list[dict[str, str]]) -> tuple[float, int]:
-        ids = self.prompt_ids(conversation)
-        return self.probability(ids), len(ids)
+        return self.read_many([conversation])[0]
+
+    def read_many(self, conversations: list[list[dict[str, str]]]) -> list[tuple[float, int]]:
+        """Each conversation's P(yes) and prompt tokens; the engine scores the prompts
+        together (``ChatEngine.next_token_logprobs_many``)."""
+        prompts = [self.prompt_ids(conversation) for conversation in conversations]
+        scored = self.engine.next_token_logprobs_many(prompts, self._yes + self._no)
+        return [(self._share(lps), len(ids)) for lps, ids in zip(scored, prompts, strict=True)]
 
     def count_tokens(self, text: str) -> int:
         tokenizer = self.engine.tokenizer

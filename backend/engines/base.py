@@ -114,6 +114,13 @@ class ChatEngine(abc.ABC):
     ) -> list[float]:
         """Log-probabilities of each candidate token as the next token after the prompt."""
 
+    def next_token_logprobs_many(
+        self, prompts: Sequence[Sequence[int]], candidate_ids: Sequence[int]
+    ) -> list[list[float]]:
+        """``next_token_logprobs`` of each prompt, in order; an engine that can evaluate them
+        together (sharing their common beginnings) does."""
+        return [self.next_token_logprobs(prompt, candidate_ids) for prompt in prompts]
+
     def close(self) -> None:
         """Free the model; the engine is unusable afterwards."""
 

@@ -102,15 +102,25 @@ class RequestRunner(abc.ABC):
 
     def score(self, prompt: list[int], score: Callable[[Any], object]) -> object:
         """``score(logits)`` of the position after the prompt."""
-        request = self.request_type(prompt, 0, None, score, lambda: False, frozenset())
-        self._submit(request)
+        return self.score_many([prompt], score)[0]
+
+    def score_many(self, prompts: list[list[int]], score: Callable[[Any], object]) -> list:
+        """``score(logits)`` of the position after each prompt, in order. They are submitted
+        together, so a runner that batches scorings can evaluate them in one pass."""
+        requests = [
+            self.request_type(prompt, 0, None, score, lambda: False, frozenset())
+            for prompt in prompts
+        ]
         try:
-            item = request.results.get()
+            self._submit(*requests)
+            items = [request.results.get() for request in requests]
         finally:
-            request.cancelled.set()
-        if isinstance(item, BaseException):
-            raise item
-        return item
+            for request in requests:
+                request.cancelled.set()
+        for item in items:
+            if isinstance(item, BaseException):
+                raise item
+        return items
 
     def close(self) -> None:
         """Stop the thread; requests still in flight fail."""
@@ -119,12 +129,14 @@ class RequestRunner(abc.ABC):
             self._wake.notify()
         self._thread.join()
 
-    def _submit(self, request: RunnerRequest) -> None:
+    def _submit(self, *requests: RunnerRequest) -> None:
+        """Queue the requests, all at once: the runner sees them in the same step."""
         with self._wake:
             if self._closed:
                 raise RuntimeError("the chat engine is closed")
-            request.order = next(self._counter)
-            self._waiting.append(request)
+            for request in requests:
+                request.order = next(self._counter)
+                self._waiting.append(request)
             self._wake.notify()
 
     def _notify(self) -> None:

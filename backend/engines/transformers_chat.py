@@ -101,14 +101,23 @@ class TransformersChatEngine(RunnerChatEngine):
     def next_token_logprobs(
         self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]
     ) -> list[float]:
-        """Log-probabilities of each candidate as the next token, from one forward pass (run
-        alone between two decode steps)."""
+        """Log-probabilities of each candidate as the next token (see
+        ``next_token_logprobs_many``)."""
+        return self.next_token_logprobs_many([prompt_ids], candidate_ids)[0]
+
+    def next_token_logprobs_many(
+        self, prompts: Sequence[Sequence[int]], candidate_ids: Sequence[int]
+    ) -> list[list[float]]:
+        """For each prompt, the candidates' log-probabilities as its next token: the prompts,
+        with those other callers submitted meanwhile, are scored in one forward pass that
+        evaluates their shared beginnings once, between two decode steps."""
         candidates = list(candidate_ids)
 
         def logprobs(logits: torch.Tensor) -> list[float]:
             return torch.log_softmax(logits, dim=-1)[candidates].tolist()
 
-        return self._runner.score(checked_prompt(prompt_ids), logprobs)  # type: ignore[return-value]
+        checked = [checked_prompt(prompt) for prompt in prompts]
+        return self._runner.score_many(checked, logprobs)
 
     def close(self) -> None:
         self._runner.close()

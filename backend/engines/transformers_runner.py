@@ -3,10 +3,11 @@ forward pass.
 
 Decoding one token reads every weight of the model; decoding the next tokens of eight
 conversations in one forward pass reads them once. A single thread (the runner) owns the model
-and loops: start the oldest waiting request that can start (a scoring, or a generation when a
-slot is free) by evaluating its prompt alone, then advance every running generation by one
-token in one batched forward pass, and hand each new token to its request's queue. The
-caller's ``generate`` is a generator over that queue.
+and loops: score every waiting scoring in one forward pass over their prompt tree (shared
+beginnings evaluated once, ``backend.engines.prompt_tree``), start the oldest waiting
+generation when a slot is free by evaluating its prompt alone, then advance every running
+generation by one token in one batched forward pass, and hand each new token to its request's
+queue. The caller's ``generate`` is a generator over that queue.
 
 The running generations share one ``DynamicCache`` whose rows are left-padded to a common
 length: a request joining is padded on the left (or the others are, if its prompt is the
@@ -49,7 +50,13 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
+from backend.engines.prompt_tree import PromptTree, PromptTreeBuilder
 from backend.engines.request_runner import END, RequestRunner, RunnerRequest, stop_asked
+
+#: Most distinct prompt tokens one scoring pass evaluates (more scorings wait for the next
+#: step): the tree's attention mask is this squared, and the running generations wait for the
+#: pass.
+SCORING_PASS_TOKENS = 4096
 
 logger = logging.getLogger(__name__)
 
@@ -81,6 +88,9 @@ class TransformersRunner(RequestRunner):
         #: Decode steps run so far, and (step number, requests advanced) of the latest ones.
         self.decode_steps = 0
         self.recent_decode_batches: deque[tuple[int, int]] = deque(maxlen=256)
+        #: Forward passes that scored prompts, and the distinct tokens they evaluated.
+        self.scoring_passes = 0
+        self.scored_tokens = 0
         self._rows: list[_Request] = []  # the running generations, in the cache's batch order
         self._cache: DynamicCache | None = None
         self._start()
@@ -96,20 +106,43 @@ class TransformersRunner(RequestRunner):
 
     def _step(self) -> None:
         self._drop_finished()
-        request = self._next_waiting()
+        scorings, tree = self._take_scorings()
+        if scorings:
+            self._score(scorings, tree)
+        request = self._next_generation()
         if request is not None:
             self._admit(request)
         if self._rows:
             self._decode_step()
 
-    def _next_waiting(self) -> _Request | None:
-        """The oldest waiting request that can start now: a scoring always can, a generation
-        when a slot is free."""
+    def _take_scorings(self) -> tuple[list[_Request], PromptTree]:
+        """The waiting scorings, oldest first, up to ``SCORING_PASS_TOKENS`` distinct tokens
+        (at least one scoring), laid out as one prompt tree."""
+        taken: list[_Request] = []
+        tree = PromptTreeBuilder()
+        with self._wake:
+            for request in list(self._waiting):
+                if request.score is None:
+                    continue
+                if request.cancelled.is_set():
+                    self._waiting.remove(request)
+                    continue
+                if taken and len(tree) + tree.added_tokens(request.prompt) > SCORING_PASS_TOKENS:
+                    break
+                self._waiting.remove(request)
+                tree.add(request.prompt)
+                taken.append(request)
+        return taken, tree.build()
+
+    def _next_generation(self) -> _Request | None:
+        """The oldest waiting generation, when a slot is free."""
+        if len(self._rows) >= self._slots:
+            return None
         with self._wake:
             for request in list(self._waiting):
                 if request.cancelled.is_set():
                     self._waiting.remove(request)
-                elif request.score is not None or len(self._rows) < self._slots:
+                elif request.score is None:
                     self._waiting.remove(request)
                     return request
         return None
@@ -131,25 +164,52 @@ class TransformersRunner(RequestRunner):
             keep.append(request)
         self._keep_rows(keep)
 
+    def _score(self, requests: list[_Request], tree: PromptTree) -> None:
+        """Score every request from one forward pass over their prompt tree."""
+        ends = torch.tensor(tree.ends, dtype=torch.long, device=self._device)
+        try:
+            input_ids = torch.tensor([tree.tokens], dtype=torch.long, device=self._device)
+            if tree.is_chain:
+                # An ordinary causal prompt: no mask, exactly as a prompt evaluated alone.
+                output = self._model(input_ids=input_ids, use_cache=False, logits_to_keep=ends)
+            else:
+                sees = torch.from_numpy(tree.sees).to(self._device)
+                dtype = self._model.dtype
+                mask = torch.zeros(sees.shape, dtype=dtype, device=self._device)
+                mask.masked_fill_(~sees, torch.finfo(dtype).min)
+                output = self._model(
+                    input_ids=input_ids,
+                    position_ids=torch.tensor([tree.positions], device=self._device),
+                    attention_mask=mask[None, None],
+                    use_cache=False,
+                    logits_to_keep=ends,
+                )
+            logits = output.logits[0].float()
+        except BaseException as error:  # noqa: BLE001 - handed to the requests
+            for request in requests:
+                request.results.put(error)
+            return
+        self.scoring_passes += 1
+        self.scored_tokens += len(tree.tokens)
+        for request, row in zip(requests, logits, strict=True):
+            try:
+                request.results.put(request.score(row))
+            except BaseException as error:  # noqa: BLE001 - handed to the request
+                request.results.put(error)
+
     def _admit(self, request: _Request) -> None:
-        """Evaluate the prompt alone, then score it or choose its first token and let it join
+        """Evaluate a generation's prompt alone, then choose its first token and let it join
         the batch."""
-        if request.score is None and stop_asked(request):
+        if stop_asked(request):
             request.results.put(END)
             return
-        cache = DynamicCache() if request.score is None else None
+        cache = DynamicCache()
         try:
             input_ids = torch.tensor([request.prompt], dtype=torch.long, device=self._device)
             output = self._model(
-                input_ids=input_ids,
-                past_key_values=cache,
-                use_cache=cache is not None,
-                logits_to_keep=1,
+                input_ids=input_ids, past_key_values=cache, use_cache=True, logits_to_keep=1
             )
             logits = output.logits[0, -1].float()
-            if request.score is not None:
-                request.results.put(request.score(logits))
-                return
         except BaseException as error:  # noqa: BLE001 - handed to the request
             request.results.put(error)
             return

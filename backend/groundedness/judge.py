@@ -162,31 +162,36 @@ class GroundednessJudge:
             for lead in leads
         ]
 
-    def _support(self, document: str, claim: str) -> tuple[float, int]:
-        """The claim's support by this chunk (the mean over the readings of P(yes) where
-        "yes" speaks for the claim, P(no) where it speaks against), and the tokens read."""
-        readings = self._readings(document, claim)
-        total, tokens = 0.0, 0
-        for conversation, yes_supports in readings:
-            p_yes, read = self._reader.read(conversation)
-            total += p_yes if yes_supports else 1.0 - p_yes
-            tokens += read
-        return total / len(readings), tokens
-
     def assess(self, context: str, response: str) -> Assessment:
-        """The response's support by the context, and the prompt tokens read for it."""
+        """The response's support by the context, and the prompt tokens read for it.
+
+        Every reading of every (claim, chunk) pair is handed to the reader at once, so an
+        engine that scores prompts together (the transformers engine) evaluates the shared
+        instructions and chunks once; others read them one after the other, in this order.
+        """
         chunks = chunk_context(context, self._chunk_tokens, self._reader.count_tokens)
+        claims = split_claims(response, self._max_claims)
+        pairs = [
+            (number, chunks[index])
+            for number, claim in enumerate(claims)
+            for index in rank_chunks(claim, chunks)[: self._chunks_per_claim]
+        ]
+        readings = [self._readings(chunk, claims[number]) for number, chunk in pairs]
+        conversations = [conversation for pair in readings for conversation, _ in pair]
+        results = iter(self._reader.read_many(conversations))
+        best = [0.0] * len(claims)
         prompt_tokens = 0
-        claims: list[tuple[str, float]] = []
-        for claim in split_claims(response, self._max_claims):
-            best = 0.0
-            for index in rank_chunks(claim, chunks)[: self._chunks_per_claim]:
-                support, tokens = self._support(chunks[index], claim)
-                prompt_tokens += tokens
-                best = max(best, support)
-            claims.append((claim, best))
+        for (number, _), pair in zip(pairs, readings, strict=True):
+            total = 0.0
+            for _, yes_supports in pair:
+                p_yes, read = next(results)
+                total += p_yes if yes_supports else 1.0 - p_yes
+                prompt_tokens += read
+            # The chunk's support is the mean over its readings; the claim's, its best chunk's.
+            best[number] = max(best[number], total / len(pair))
+        supports = list(zip(claims, best, strict=True))
         return Assessment(
-            support=min(s for _, s in claims),
+            support=min(s for _, s in supports),
             prompt_tokens=prompt_tokens,
-            claims=tuple(claims),
+            claims=tuple(supports),
         )

@@ -71,6 +71,11 @@ class EngineYesNoReading:
             return math.ceil(len(text) / _CHARS_PER_TOKEN)
         return len(self._tokenizer.encode(text, add_special_tokens=False))
 
+    def read_many(self, conversations: list[list[dict[str, str]]]) -> list[tuple[float, int]]:
+        """One request per conversation, one after the other (as the judge asked them before
+        it asked them together)."""
+        return [self.read(conversation) for conversation in conversations]
+
     def read(self, conversation: list[dict[str, str]]) -> tuple[float, int]:
         answer = self.api.chat(
             {

