@@ -10,8 +10,11 @@ last token of every prompt sees exactly the tokens it would see alone, at the sa
 One forward pass over the tree then gives each prompt's next-token logits, with the shared
 tokens computed once instead of once per prompt.
 
-Pure bookkeeping (token ids in, index arrays out): the runner turns it into tensors
-(``backend.engines.transformers_runner``).
+But attention over a part costs its tokens times every token they see, masked or not: one
+pass over the whole tree of a long check (3,500 distinct tokens) ran at half the tokens/s of
+its prompts one by one. So a large tree is walked in parts (``PromptTreeBuilder.passes``),
+with the path above each part in the KV cache. Pure bookkeeping (token ids in, index arrays
+out): the runner turns it into tensors (``backend.engines.transformers_runner``).
 """
 
 from __future__ import annotations
@@ -23,37 +26,40 @@ import numpy as np
 
 
 @dataclass(frozen=True)
-class PromptTree:
-    """Prompts laid out as one sequence of their distinct tokens."""
+class ScoringPass:
+    """One forward pass over part of the tree, on top of the KV cache of the path above it."""
 
-    #: The distinct tokens, each after its parent (the token before it in its prompts).
+    #: Cache positions kept from the passes before (the path above this part); the rest is
+    #: cut off first.
+    keep: int
+    #: The part's tokens, each after its parent, and their positions in their prompts.
     tokens: list[int]
-    #: Each token's index within the prompts it belongs to (its depth in the tree).
     positions: list[int]
-    #: ``sees[i, j]``: token ``i`` attends to token ``j`` (``j`` is ``i`` or an ancestor).
+    #: ``sees[i, j]``: token ``i`` attends to the part's token ``j`` (besides the path kept).
     sees: np.ndarray
-    #: Where each prompt's last token is, in the order the prompts were added.
-    ends: list[int]
+    #: (prompt number, row in this part) of each prompt whose last token is here.
+    ends: list[tuple[int, int]]
 
     @property
     def is_chain(self) -> bool:
-        """Whether the tree is one chain of tokens (an ordinary causal prompt: each prompt
-        is a beginning of the longest)."""
-        return len(self.tokens) == len(self.positions) and all(
-            p == i for i, p in enumerate(self.positions)
-        )
+        """Whether the part is one run of tokens (an ordinary causal continuation)."""
+        return bool(np.array_equal(self.sees, np.tril(np.ones(self.sees.shape, dtype=bool))))
 
 
 class PromptTreeBuilder:
-    """Adds prompts to a tree one at a time; ``added_tokens`` tells what one would cost."""
+    """Adds prompts to a tree one at a time, then plans the passes that score them.
+
+    ``added_tokens`` tells what adding a prompt would cost.
+    """
 
     def __init__(self) -> None:
         self._tokens: list[int] = []
         self._positions: list[int] = []
+        self._parents: list[int] = []
         #: (parent index or -1, token) -> index of that token in the tree.
         self._children: dict[tuple[int, int], int] = {}
-        #: Each prompt's path of indices, and how many of its tokens it added itself.
-        self._paths: list[tuple[list[int], int]] = []
+        #: Where each prompt's last token is.
+        self._ends: list[int] = []
 
     def __len__(self) -> int:
         """Tokens in the tree so far."""
@@ -61,7 +67,7 @@ class PromptTreeBuilder:
 
     @property
     def prompt_count(self) -> int:
-        return len(self._paths)
+        return len(self._ends)
 
     def _shared(self, prompt: Sequence[int]) -> list[int]:
         """Indices of the prompt's longest beginning already in the tree."""
@@ -84,31 +90,84 @@ class PromptTreeBuilder:
         if not prompt:
             raise ValueError("a prompt needs at least one token")
         path = self._shared(prompt)
-        shared = len(path)
         parent = path[-1] if path else -1
-        for position in range(shared, len(prompt)):
+        for position in range(len(path), len(prompt)):
             token = int(prompt[position])
             node = len(self._tokens)
             self._tokens.append(token)
             self._positions.append(position)
+            self._parents.append(parent)
             self._children[(parent, token)] = node
-            path.append(node)
             parent = node
-        self._paths.append((path, shared))
+        self._ends.append(parent)
 
-    def build(self) -> PromptTree:
+    def passes(self, most_tokens: int) -> list[ScoringPass]:
+        """The forward passes that score every prompt, in order, each over at most
+        ``most_tokens`` tokens of the tree besides a run on the path (a prompt longer than that
+        with nothing to share is still one pass).
+
+        Attending over a part costs its tokens times all the tokens it sees, masked or not, so
+        a large tree is walked: a subtree of at most ``most_tokens`` tokens is one pass (with
+        siblings, while they fit) on top of the cached path above it; a larger one has its
+        first run of tokens (up to where it branches) evaluated into the cache, then its
+        branches are visited the same way.
+        """
         size = len(self._tokens)
-        sees = np.zeros((size, size), dtype=bool)
-        for path, shared in self._paths:
-            if shared == len(path):
-                continue  # every token was already there, with its ancestors
-            indices = np.asarray(path)
-            # Row of the prompt's token at position p sees the path's tokens 0..p.
-            rows = np.arange(shared, len(path))
-            sees[np.ix_(indices[shared:], indices)] = np.arange(len(path))[None, :] <= rows[:, None]
-        return PromptTree(
-            tokens=list(self._tokens),
-            positions=list(self._positions),
-            sees=sees,
-            ends=[path[-1] for path, _ in self._paths],
-        )
+        children: list[list[int]] = [[] for _ in range(size)]
+        roots: list[int] = []
+        for node, parent in enumerate(self._parents):
+            (roots if parent < 0 else children[parent]).append(node)
+        weight = [1] * size
+        for node in reversed(range(size)):
+            if self._parents[node] >= 0:
+                weight[self._parents[node]] += weight[node]
+        ending: dict[int, list[int]] = {}
+        for number, node in enumerate(self._ends):
+            ending.setdefault(node, []).append(number)
+        planned: list[ScoringPass] = []
+
+        def part(nodes: list[int], keep: int) -> ScoringPass:
+            """A pass over ``nodes`` (whole subtrees or a run, each node after its parent)."""
+            row_of = {node: row for row, node in enumerate(nodes)}
+            sees = np.zeros((len(nodes), len(nodes)), dtype=bool)
+            for row, node in enumerate(nodes):
+                parent_row = row_of.get(self._parents[node])
+                if parent_row is not None:
+                    sees[row] = sees[parent_row]
+                sees[row, row] = True
+            ends = [(number, row_of[node]) for node in nodes for number in ending.get(node, [])]
+            return ScoringPass(
+                keep=keep,
+                tokens=[self._tokens[node] for node in nodes],
+                positions=[self._positions[node] for node in nodes],
+                sees=sees,
+                ends=ends,
+            )
+
+        def subtree(root: int) -> list[int]:
+            nodes, stack = [], [root]
+            while stack:
+                node = stack.pop()
+                nodes.append(node)
+                stack.extend(children[node])
+            return sorted(nodes)  # index order: every node after its parent
+
+        def visit(siblings: list[int], keep: int) -> None:
+            group: list[int] = []
+            for node in siblings:
+                if weight[node] <= most_tokens:
+                    if group and len(group) + weight[node] > most_tokens:
+                        planned.append(part(group, keep))
+                        group = []
+                    group = sorted(group + subtree(node))
+                    continue
+                run = [node]
+                while len(children[run[-1]]) == 1 and weight[children[run[-1]][0]] > most_tokens:
+                    run.append(children[run[-1]][0])
+                planned.append(part(run, keep))
+                visit(children[run[-1]], keep + len(run))
+            if group:
+                planned.append(part(group, keep))
+
+        visit(roots, 0)
+        return planned

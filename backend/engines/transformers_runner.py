@@ -50,13 +50,14 @@ from dataclasses import dataclass
 import torch
 from transformers import DynamicCache
 
-from backend.engines.prompt_tree import PromptTree, PromptTreeBuilder
+from backend.engines.prompt_tree import PromptTreeBuilder, ScoringPass
 from backend.engines.request_runner import END, RequestRunner, RunnerRequest, stop_asked
 
-#: Most distinct prompt tokens one scoring pass evaluates (more scorings wait for the next
-#: step): the tree's attention mask is this squared, and the running generations wait for the
-#: pass.
-SCORING_PASS_TOKENS = 4096
+#: Most distinct prompt tokens the scorings of one step evaluate (more scorings wait for the
+#: next step, so running generations are not held up for long).
+SCORING_STEP_TOKENS = 8192
+#: Most tokens of the prompt tree one forward pass evaluates (``PromptTreeBuilder.passes``).
+SCORING_PASS_TOKENS = 1024
 
 logger = logging.getLogger(__name__)
 
@@ -115,9 +116,9 @@ class TransformersRunner(RequestRunner):
         if self._rows:
             self._decode_step()
 
-    def _take_scorings(self) -> tuple[list[_Request], PromptTree]:
-        """The waiting scorings, oldest first, up to ``SCORING_PASS_TOKENS`` distinct tokens
-        (at least one scoring), laid out as one prompt tree."""
+    def _take_scorings(self) -> tuple[list[_Request], list[ScoringPass]]:
+        """The waiting scorings, oldest first, up to ``SCORING_STEP_TOKENS`` distinct tokens
+        (at least one scoring), and the passes over their prompt tree."""
         taken: list[_Request] = []
         tree = PromptTreeBuilder()
         with self._wake:
@@ -127,12 +128,12 @@ class TransformersRunner(RequestRunner):
                 if request.cancelled.is_set():
                     self._waiting.remove(request)
                     continue
-                if taken and len(tree) + tree.added_tokens(request.prompt) > SCORING_PASS_TOKENS:
+                if taken and len(tree) + tree.added_tokens(request.prompt) > SCORING_STEP_TOKENS:
                     break
                 self._waiting.remove(request)
                 tree.add(request.prompt)
                 taken.append(request)
-        return taken, tree.build()
+        return taken, tree.passes(SCORING_PASS_TOKENS)
 
     def _next_generation(self) -> _Request | None:
         """The oldest waiting generation, when a slot is free."""
@@ -164,38 +165,47 @@ class TransformersRunner(RequestRunner):
             keep.append(request)
         self._keep_rows(keep)
 
-    def _score(self, requests: list[_Request], tree: PromptTree) -> None:
-        """Score every request from one forward pass over their prompt tree."""
-        ends = torch.tensor(tree.ends, dtype=torch.long, device=self._device)
+    def _score(self, requests: list[_Request], passes: list[ScoringPass]) -> None:
+        """Score every request from the passes over their prompt tree."""
+        rows: dict[int, torch.Tensor] = {}
+        cache = DynamicCache()
         try:
-            input_ids = torch.tensor([tree.tokens], dtype=torch.long, device=self._device)
-            if tree.is_chain:
-                # An ordinary causal prompt: no mask, exactly as a prompt evaluated alone.
-                output = self._model(input_ids=input_ids, use_cache=False, logits_to_keep=ends)
-            else:
-                sees = torch.from_numpy(tree.sees).to(self._device)
-                dtype = self._model.dtype
-                mask = torch.zeros(sees.shape, dtype=dtype, device=self._device)
-                mask.masked_fill_(~sees, torch.finfo(dtype).min)
+            for scoring in passes:
+                _cut(cache, scoring.keep)
+                kept = torch.tensor([row for _, row in scoring.ends] or [0], device=self._device)
                 output = self._model(
-                    input_ids=input_ids,
-                    position_ids=torch.tensor([tree.positions], device=self._device),
-                    attention_mask=mask[None, None],
-                    use_cache=False,
-                    logits_to_keep=ends,
+                    input_ids=torch.tensor([scoring.tokens], device=self._device),
+                    position_ids=torch.tensor([scoring.positions], device=self._device),
+                    attention_mask=self._tree_mask(scoring),
+                    past_key_values=cache,
+                    use_cache=True,
+                    logits_to_keep=kept,
                 )
-            logits = output.logits[0].float()
+                for (number, _), logits in zip(scoring.ends, output.logits[0], strict=False):
+                    rows[number] = logits.float()
         except BaseException as error:  # noqa: BLE001 - handed to the requests
             for request in requests:
                 request.results.put(error)
             return
-        self.scoring_passes += 1
-        self.scored_tokens += len(tree.tokens)
-        for request, row in zip(requests, logits, strict=True):
+        self.scoring_passes += len(passes)
+        self.scored_tokens += sum(len(scoring.tokens) for scoring in passes)
+        for number, request in enumerate(requests):
             try:
-                request.results.put(request.score(row))
+                request.results.put(request.score(rows[number]))
             except BaseException as error:  # noqa: BLE001 - handed to the request
                 request.results.put(error)
+
+    def _tree_mask(self, scoring: ScoringPass) -> torch.Tensor | None:
+        """The pass's attention mask: all of the cached path, and within the pass each token
+        its ancestors; None for a run of tokens (the model's own causal mask)."""
+        if scoring.is_chain:
+            return None
+        dtype = self._model.dtype
+        size = len(scoring.tokens)
+        mask = torch.zeros((size, scoring.keep + size), dtype=dtype, device=self._device)
+        sees = torch.from_numpy(scoring.sees).to(self._device)
+        mask[:, scoring.keep :].masked_fill_(~sees, torch.finfo(dtype).min)
+        return mask[None, None]
 
     def _admit(self, request: _Request) -> None:
         """Evaluate a generation's prompt alone, then choose its first token and let it join
@@ -303,6 +313,15 @@ class TransformersRunner(RequestRunner):
             if self._take_token(request, logits[row]):
                 keep.append(request)
         self._keep_rows(keep)
+
+
+def _cut(cache: DynamicCache, length: int) -> None:
+    """Keep the first ``length`` positions of a batch-of-one cache."""
+    for layer in cache.layers:
+        keys = getattr(layer, "keys", None)
+        if keys is not None and keys.shape[-2] > length:
+            layer.keys = layer.keys[..., :length, :]
+            layer.values = layer.values[..., :length, :]
 
 
 def _pad_left(states: torch.Tensor, width: int) -> torch.Tensor:

@@ -230,11 +230,12 @@ def test_concurrent_checks_share_a_scoring_pass(engine):
     ]
     expected = [[engine.next_token_logprobs(p, candidates) for p in check] for check in checks]
     runner = engine._runner
-    release = threading.Event()
+    holding, release = threading.Event(), threading.Event()
 
     def hold_the_runner() -> bool:
         # Asked on the runner's thread before each step: the checks queue up meanwhile.
         if threading.current_thread().name == "transformers runner":
+            holding.set()
             release.wait(timeout=120)
         return False
 
@@ -242,8 +243,11 @@ def test_concurrent_checks_share_a_scoring_pass(engine):
     passes = runner.scoring_passes
     with ThreadPoolExecutor(3) as pool:
         held = pool.submit(
-            lambda: list(engine.generate(prompt, SamplingParams(max_new_tokens=2), hold_the_runner))
+            lambda: list(
+                engine.generate(prompt, SamplingParams(max_new_tokens=2), hold_the_runner)
+            )
         )
+        assert holding.wait(timeout=120)
         scored = [
             pool.submit(engine.next_token_logprobs_many, check, candidates) for check in checks
         ]
@@ -255,3 +259,20 @@ def test_concurrent_checks_share_a_scoring_pass(engine):
     assert runner.scoring_passes == passes + 1
     for got, want in zip(results, expected, strict=True):
         assert np.allclose(got, want, atol=1e-4)
+
+
+def test_a_tree_walked_in_small_passes_gives_the_same_numbers(engine, monkeypatch):
+    """Passes of at most 64 tree tokens, on top of the cached path above each: the same
+    numbers as each prompt alone."""
+    from backend.engines import transformers_runner
+
+    reader = YesNoReader(engine)
+    prompts = judge_prompts(reader, CONTEXT, ["The bridge is 503 metres long.", "It has a road."])
+    candidates = reader._yes + reader._no
+    alone = [engine.next_token_logprobs(prompt, candidates) for prompt in prompts]
+    monkeypatch.setattr(transformers_runner, "SCORING_PASS_TOKENS", 64)
+    runner = engine._runner
+    passes = runner.scoring_passes
+    walked = engine.next_token_logprobs_many(prompts, candidates)
+    assert runner.scoring_passes - passes > len(prompts)  # runs into the cache, then parts
+    assert np.allclose(walked, alone, atol=1e-4)
