@@ -243,9 +243,7 @@ def test_concurrent_checks_share_a_scoring_pass(engine):
     passes = runner.scoring_passes
     with ThreadPoolExecutor(3) as pool:
         held = pool.submit(
-            lambda: list(
-                engine.generate(prompt, SamplingParams(max_new_tokens=2), hold_the_runner)
-            )
+            lambda: list(engine.generate(prompt, SamplingParams(max_new_tokens=2), hold_the_runner))
         )
         assert holding.wait(timeout=120)
         scored = [
