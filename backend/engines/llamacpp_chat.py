@@ -23,7 +23,12 @@ import numpy as np
 
 from backend.engines.base import JSONSchemaConstraint, SamplingParams
 from backend.engines.llamacpp_runner import BatchingRunner
-from backend.engines.request_runner import RunnerChatEngine, checked_prompt
+from backend.engines.request_runner import (
+    RunnerChatEngine,
+    checked_prompt,
+    default_parallel,
+    positive_from_env,
+)
 from backend.engines.sampling import TokenChooser
 from backend.engines.token_mask import ConstraintMasks, masks_available
 
@@ -32,23 +37,8 @@ logger = logging.getLogger(__name__)
 #: Largest context allocated by default: the KV cache is allocated up front, and the service's
 #: own limits stay below it. All running requests share it.
 DEFAULT_MAX_CONTEXT = 32768
-#: Requests decoded together at most (``CORE_CHAT_PARALLEL``); more wait for a place.
-DEFAULT_PARALLEL = 8
 #: Tokens llama.cpp evaluates per call at most (a decode step of every request, a prompt chunk).
 _BATCH_TOKENS = 512
-
-
-def _positive_from_env(name: str) -> int | None:
-    configured = os.environ.get(name)
-    if not configured:
-        return None
-    try:
-        value = int(configured)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise ValueError(f"{name} must be a whole number of at least 1, got {configured!r}")
-    return value
 
 
 def default_threads() -> int:
@@ -56,15 +46,10 @@ def default_threads() -> int:
 
     llama-cpp-python's own default is half the cores, which leaves half of a small machine idle.
     """
-    configured = _positive_from_env("CORE_CHAT_THREADS")
+    configured = positive_from_env("CORE_CHAT_THREADS")
     if configured:
         return configured
     return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-
-
-def default_parallel() -> int:
-    """``CORE_CHAT_PARALLEL`` when set, else ``DEFAULT_PARALLEL``."""
-    return _positive_from_env("CORE_CHAT_PARALLEL") or DEFAULT_PARALLEL
 
 
 def llama_cpp_has_amx() -> bool:

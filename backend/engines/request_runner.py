@@ -15,6 +15,7 @@ import abc
 import contextlib
 import itertools
 import logging
+import os
 import queue
 import threading
 from collections import deque
@@ -28,6 +29,9 @@ logger = logging.getLogger(__name__)
 
 #: Put in a request's queue after its last token.
 END = object()
+#: Requests a batching engine decodes together at most (``CORE_CHAT_PARALLEL``); more wait
+#: for a place.
+DEFAULT_PARALLEL = 8
 
 
 @dataclass(eq=False)
@@ -218,6 +222,29 @@ class RunnerChatEngine(ChatEngine):
     ) -> Callable[[Any], int]:
         """How one generation picks each token from its row of logits (on the runner's
         thread)."""
+
+
+def default_parallel() -> int:
+    """``CORE_CHAT_PARALLEL`` when set, else ``DEFAULT_PARALLEL``."""
+    return positive_from_env("CORE_CHAT_PARALLEL") or DEFAULT_PARALLEL
+
+
+def positive_from_env(name: str) -> int | None:
+    """The whole number in environment variable ``name``; None when unset.
+
+    Raises:
+        ValueError: it is set to anything but a whole number of at least 1.
+    """
+    configured = os.environ.get(name)
+    if not configured:
+        return None
+    try:
+        value = int(configured)
+    except ValueError:
+        value = 0
+    if value < 1:
+        raise ValueError(f"{name} must be a whole number of at least 1, got {configured!r}")
+    return value
 
 
 def checked_prompt(prompt_ids: Sequence[int]) -> list[int]:

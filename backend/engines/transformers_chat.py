@@ -18,8 +18,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from backend.engines.base import JSONSchemaConstraint, SamplingParams
-from backend.engines.llamacpp_chat import default_parallel
-from backend.engines.request_runner import RunnerChatEngine, checked_prompt
+from backend.engines.request_runner import RunnerChatEngine, checked_prompt, default_parallel
 from backend.engines.sampling import TokenChooser
 from backend.engines.token_mask import ConstraintMasks, masks_available
 from backend.engines.torch_placement import load_pretrained
