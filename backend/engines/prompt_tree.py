@@ -1,5 +1,5 @@
-"""Many prompts as one token tree, for scoring them in one forward pass that evaluates each
-shared beginning once.
+"""Many prompts as one token tree, for scoring them in a few forward passes that evaluate
+each shared beginning once.
 
 The groundedness judge's prompts repeat each other: every prompt of a question starts with the
 same instruction (and worked examples), every claim read against a chunk repeats the chunk, and
@@ -64,10 +64,6 @@ class PromptTreeBuilder:
     def __len__(self) -> int:
         """Tokens in the tree so far."""
         return len(self._tokens)
-
-    @property
-    def prompt_count(self) -> int:
-        return len(self._ends)
 
     def _shared(self, prompt: Sequence[int]) -> list[int]:
         """Indices of the prompt's longest beginning already in the tree."""

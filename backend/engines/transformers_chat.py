@@ -108,8 +108,8 @@ class TransformersChatEngine(RunnerChatEngine):
         self, prompts: Sequence[Sequence[int]], candidate_ids: Sequence[int]
     ) -> list[list[float]]:
         """For each prompt, the candidates' log-probabilities as its next token: the prompts,
-        with those other callers submitted meanwhile, are scored in one forward pass that
-        evaluates their shared beginnings once, between two decode steps."""
+        with those other callers submitted meanwhile, are scored together between two decode
+        steps, their shared beginnings evaluated once (``backend.engines.prompt_tree``)."""
         candidates = list(candidate_ids)
 
         def logprobs(logits: torch.Tensor) -> list[float]:

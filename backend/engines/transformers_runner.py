@@ -3,8 +3,8 @@ forward pass.
 
 Decoding one token reads every weight of the model; decoding the next tokens of eight
 conversations in one forward pass reads them once. A single thread (the runner) owns the model
-and loops: score every waiting scoring in one forward pass over their prompt tree (shared
-beginnings evaluated once, ``backend.engines.prompt_tree``), start the oldest waiting
+and loops: score every waiting scoring from their prompt tree, walked in passes that evaluate
+shared beginnings once (``backend.engines.prompt_tree``), start the oldest waiting
 generation when a slot is free by evaluating its prompt alone, then advance every running
 generation by one token in one batched forward pass, and hand each new token to its request's
 queue. The caller's ``generate`` is a generator over that queue.
@@ -133,7 +133,8 @@ class TransformersRunner(RequestRunner):
                 self._waiting.remove(request)
                 tree.add(request.prompt)
                 taken.append(request)
-        return taken, tree.passes(SCORING_PASS_TOKENS)
+        # Planned only when there is something to score: this runs before every decode step.
+        return taken, tree.passes(SCORING_PASS_TOKENS) if taken else []
 
     def _next_generation(self) -> _Request | None:
         """The oldest waiting generation, when a slot is free."""

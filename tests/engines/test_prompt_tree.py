@@ -69,7 +69,7 @@ def test_a_prompt_that_begins_another_adds_nothing_and_ends_inside_it():
     [scoring] = builder.passes(most_tokens=100)
     assert scoring.tokens == [1, 2, 3] and sorted(scoring.ends) == [(0, 2), (1, 1), (2, 2)]
     assert scoring.is_chain
-    assert len(builder) == 3 and builder.prompt_count == 3
+    assert len(builder) == 3
 
 
 def test_a_large_tree_is_walked_with_the_path_above_each_part_cached():
