@@ -25,10 +25,13 @@ class JSONSchemaConstraint:
     The schema's text is the key under which engines cache its compiled grammar; keys are
     written in the order the output must follow. ``strict``: objects hold only the properties
     the schema names (OpenAI's strict mode); off, ``{"type": "object"}`` is any object.
+    ``indent``: the output is laid out with this many spaces per level, a member per line;
+    None: on one line.
     """
 
     schema_json: str
     strict: bool = True
+    indent: int | None = None
 
     @property
     def schema(self) -> dict:

@@ -53,7 +53,10 @@ class ConstraintMasks:
         try:
             # The compiler caches compiled schemas: the same tools compile once.
             compiled = self._compiler.compile_json_schema(
-                constraint.schema_json, any_whitespace=False, strict_mode=constraint.strict
+                constraint.schema_json,
+                any_whitespace=False,
+                indent=constraint.indent,
+                strict_mode=constraint.strict,
             )
         except RuntimeError as error:
             logger.warning("output left unconstrained: xgrammar cannot compile it: %s", error)

@@ -139,6 +139,8 @@ def test_json_schema_answers_validate_streamed_and_not(small_backend):
     person = json.loads(content)
     jsonschema.validate(person, PERSON)
     assert person["age"] == 31 and "Oslo" in person["city"]
+    # Laid out as the model writes JSON unasked: a member per line, two spaces per level.
+    assert content == json.dumps(person, indent=2, ensure_ascii=False)
     streamed = "".join(
         chunk.choices[0].delta.content or ""
         for chunk in small_backend.stream_chat(request)
