@@ -1,13 +1,14 @@
 """LangChain's standard integration suites on the real small-profile models, in-process (the
 shared session backend) and through a real HTTP server on a loopback port.
 
-Generation is kept short so the suites stay fast on a CPU: temperature 0, 8 new tokens where
-any text will do, more where a whole tool call or JSON object must fit. JSON mode is on, and
-the structured-output tests run once for each method that takes a schema (function calling
-and ``response_format`` json_schema; json_mode has its own test). No xfails: the two
-tests the 0.5B model used to fail (inventing a tool name under tool_choice='any', copying a
-no-argument tool's schema into its arguments) pass since calls are decoded under the tools'
-schemas.
+The chat model is built as a new user builds it, with the model name only: the spec's
+temperature 0.7 and no ``max_tokens``, so these tests also show that sampled answers, tool
+calls and structured output (all three methods, json_mode included) end on their own
+(``backend.engines.json_bounds``). JSON mode is on, and the structured-output tests run once
+for each method that takes a schema (function calling and ``response_format`` json_schema;
+json_mode has its own test). No xfails: the two tests the 0.5B model used to fail
+(inventing a tool name under tool_choice='any', copying a no-argument tool's schema into its
+arguments) pass since calls are decoded under the tools' schemas.
 """
 
 from __future__ import annotations
@@ -26,17 +27,7 @@ from langchain_core_ext import ChatCore, CoreEmbeddings, CoreGroundednessCheck
 
 pytestmark = pytest.mark.model
 
-CHAT_PARAMS = {"model": "core-1-mini-chat", "temperature": 0}
-# New-token budgets by what a test needs to see whole (the first matching name wins).
-_TOKEN_BUDGETS = (
-    # The model pastes the tool's whole docstring into the description argument.
-    (("unicode",), 128),
-    (("structured_output", "json_mode"), 64),  # a whole JSON object
-    # tool_choice='any' with two tools: the reply may call both (parallel_tool_calls).
-    (("tool_choice",), 64),
-    (("tool_calling", "bind_runnables", "agent_loop", "few_shot"), 32),  # a call
-)
-SHORT_REPLY_TOKENS = 8  # any non-empty text will do
+CHAT_PARAMS = {"model": "core-1-mini-chat"}  # what a new user writes
 #: ``with_structured_output`` methods that take the schema (json_mode has its own test).
 SCHEMA_METHODS = ("function_calling", "json_schema")
 
@@ -67,16 +58,7 @@ class _OverHTTP:
 
 class _ChatSuite(ChatModelIntegrationTests):
     connection: dict[str, Any]
-    max_tokens: int
     method: str
-
-    @pytest.fixture(autouse=True)
-    def _token_budget(self, request: pytest.FixtureRequest) -> None:
-        name = request.node.name
-        self.max_tokens = next(
-            (budget for words, budget in _TOKEN_BUDGETS if any(w in name for w in words)),
-            SHORT_REPLY_TOKENS,
-        )
 
     @pytest.fixture(autouse=True)
     def structured_method(self, request: pytest.FixtureRequest) -> str:
@@ -88,16 +70,16 @@ class _ChatSuite(ChatModelIntegrationTests):
         return {"method": self.method}
 
     @property
-    def supports_json_mode(self) -> bool:
-        return True
-
-    @property
     def chat_model_class(self) -> type[BaseChatModel]:
         return ChatCore
 
     @property
     def chat_model_params(self) -> dict[str, Any]:
-        return {**CHAT_PARAMS, "max_tokens": self.max_tokens, **self.connection}
+        return {**CHAT_PARAMS, **self.connection}
+
+    @property
+    def supports_json_mode(self) -> bool:
+        return True
 
     @property
     def model_override_value(self) -> str:
