@@ -1,6 +1,7 @@
 """Calibrate the groundedness thresholds of a profile on the groundedness set.
 
     .venv/bin/python -m benchmarks.eval.calibrate --profile small
+    .venv/bin/python -m benchmarks.eval.calibrate --profile default --set groundedness_v2.jsonl
     .venv/bin/python -m benchmarks.eval.calibrate --engine-url http://host:8080 \
         --engine-chat-model Qwen/Qwen2.5-7B-Instruct
 
@@ -12,7 +13,9 @@ grounded_at=..., not_grounded_below=...)``, or ``serve --grounded-at ...``), wri
 
 Runs the judge (``backend.groundedness.judge``) on every pair, keeps each pair's support (the
 weakest claim's P(yes)) and writes them with the chosen thresholds to
-``calibration-<profile>-<reader>.json``, where the reader is what evaluated the judge's prompts
+``calibration-<profile>-<reader>.json`` (``-<set>`` added for another set than the first; of
+a set with splits only the train split is read, and cross-validated on its own folds), where
+the reader is what evaluated the judge's prompts
 on this machine (``llama.cpp`` or ``transformers``; ``CORE_GROUNDEDNESS_ENGINE`` picks). The
 thresholds are chosen by ``choose_thresholds``; copy them into
 ``backend.groundedness.calibration.CALIBRATIONS``.
@@ -32,6 +35,8 @@ from typing import Any
 from benchmarks.eval import metrics
 from benchmarks.eval.run_eval import EVAL_DIR, load_jsonl, summarise_groundedness
 
+#: The first groundedness set, which has no splits; ``groundedness_v2.jsonl`` has.
+DEFAULT_SET = "groundedness.jsonl"
 #: Most notSure verdicts tolerated on clear cases when widening the band.
 MAX_NOT_SURE_CLEAR = 0.08
 #: Balanced accuracy given up, at most, for a wider notSure band.
@@ -96,7 +101,11 @@ def cross_validated_accuracy(
     The thresholds are fitted on the same set they are reported on; this is the estimate
     for pairs the calibration never saw: ``folds``-fold, averaged over ``seeds`` shuffles
     (every fit also sees the ambiguous pairs, which decide whether a notSure band is kept).
+    Rows that carry their own ``fold`` (the second set's, fixed per context) are scored on
+    those folds instead (``fixed_fold_accuracy``).
     """
+    if rows and all(r.get("fold") is not None for r in rows):
+        return fixed_fold_accuracy(rows)
     clear = [r for r in rows if r["clear"]]
     ambiguous = [r for r in rows if not r["clear"]]
     scores = []
@@ -116,12 +125,37 @@ def cross_validated_accuracy(
     return sum(scores) / len(scores)
 
 
+def fixed_fold_accuracy(rows: Sequence[dict[str, Any]]) -> float:
+    """Balanced accuracy on the clear pairs, each scored with thresholds fitted on the other
+    folds' pairs (clear and ambiguous): no fit sees a context its fold is scored on."""
+    verdicts = {}
+    for fold in sorted({r["fold"] for r in rows}):
+        chosen = choose_thresholds([r for r in rows if r["fold"] != fold])
+        for r in rows:
+            if r["fold"] == fold and r["clear"]:
+                verdicts[r["id"]] = metrics.threshold_verdict(
+                    r["support"], chosen["grounded_at"], chosen["not_grounded_below"]
+                )
+    clear = [r for r in rows if r["clear"]]
+    return metrics.balanced_accuracy(
+        [r["label"] for r in clear], [verdicts[r["id"]] for r in clear]
+    )
+
+
+def calibration_cases(set_name: str) -> list[dict[str, Any]]:
+    """The pairs a calibration reads from ``set_name``: all of a set without splits, the
+    train split of one with them (its test split is never read to choose anything)."""
+    cases = load_jsonl(set_name)
+    return [case for case in cases if case.get("split", "train") == "train"]
+
+
 def collect_supports(
     profile: str,
     limit: int | None = None,
     *,
     contrast: bool = True,
     engine: dict[str, Any] | None = None,
+    set_name: str = DEFAULT_SET,
 ) -> tuple[str, list[dict[str, Any]]]:
     """The reader of the judge's prompts, and each pair's support as that reader gives it
     (with or without the contrast question, ``backend.groundedness.CONTRAST``). ``engine``:
@@ -145,7 +179,7 @@ def collect_supports(
         reader = InProcessBackend(profile=profile).judge_reader()
     judge = GroundednessJudge(reader.engine, contrast=contrast)
     rows = []
-    for case in load_jsonl("groundedness.jsonl")[:limit]:
+    for case in calibration_cases(set_name)[:limit]:
         started = time.perf_counter()
         judgement = judge.assess(case["context"], case["response"])
         rows.append(
@@ -154,6 +188,7 @@ def collect_supports(
                 "label": case["label"],
                 "clear": case["clear"],
                 "long_context": case["long_context"],
+                "fold": case.get("fold"),
                 "support": judgement.support,
                 "claims": [list(c) for c in judgement.claims],
                 "prompt_tokens": judgement.prompt_tokens,
@@ -169,6 +204,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", choices=("default", "small"), default="small")
     parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument(
+        "--set",
+        default=DEFAULT_SET,
+        help="pairs file in benchmarks/eval (of a set with splits, its train split only)",
+    )
     parser.add_argument("--supports", type=Path, default=None, help="reuse a calibration file")
     parser.add_argument("--engine-url", help="read the prompts with this engine's model")
     parser.add_argument("--engine-chat-model", help="the engine's model id (default: its only one)")
@@ -183,6 +223,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.supports:
         earlier = json.loads(args.supports.read_text(encoding="utf-8"))
         reader, rows, contrast = earlier["reader"], earlier["pairs"], earlier["contrast"]
+        args.set = earlier.get("set", DEFAULT_SET)
     else:
         contrast = args.contrast
         engine = None
@@ -192,16 +233,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "chat_model": args.engine_chat_model,
                 "engine_api_key": args.engine_api_key,
             }
-        reader, rows = collect_supports(args.profile, args.limit, contrast=contrast, engine=engine)
+        reader, rows = collect_supports(
+            args.profile, args.limit, contrast=contrast, engine=engine, set_name=args.set
+        )
     name = reader if reader.startswith("engine-") else f"{args.profile}-{reader}"
+    if args.set != DEFAULT_SET:
+        name += "-" + Path(args.set).stem
     out = EVAL_DIR / f"calibration-{name}.json"
     chosen = choose_thresholds(rows)
     chosen["cross_validated_balanced_accuracy"] = cross_validated_accuracy(rows)
-    summary = summarise_at(rows, chosen["grounded_at"], chosen["not_grounded_below"])
+    summary = summarise_at(rows, chosen["grounded_at"], chosen["not_grounded_below"], args.set)
     report = {
         "profile": args.profile,
         "reader": reader,
         "contrast": contrast,
+        "set": args.set,
         **chosen,
         "summary_at_thresholds": summary,
         "pairs": rows,
@@ -211,10 +257,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def summarise_at(rows: Sequence[dict[str, Any]], high: float, low: float) -> dict[str, Any]:
+def summarise_at(
+    rows: Sequence[dict[str, Any]], high: float, low: float, set_name: str = DEFAULT_SET
+) -> dict[str, Any]:
     """The groundedness figures of ``run_eval`` for these supports under these thresholds:
     the verdicts the service gives, since the judge samples nothing."""
-    cases = {c["id"]: c for c in load_jsonl("groundedness.jsonl")}
+    cases = {c["id"]: c for c in load_jsonl(set_name)}
     return summarise_groundedness(
         [
             {

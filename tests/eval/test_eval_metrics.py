@@ -10,6 +10,7 @@ import pytest
 from benchmarks.eval import metrics
 from benchmarks.eval.calibrate import (
     ACCURACY_SLACK,
+    calibration_cases,
     choose_thresholds,
     cross_validated_accuracy,
 )
@@ -337,3 +338,30 @@ def test_cross_validation_scores_held_out_clear_pairs_only():
     separable = [(G, 0.6 + i / 100) for i in range(20)] + [(N, 0.3 + i / 100) for i in range(20)]
     assert cross_validated_accuracy(_pairs(separable, [0.5])) == 1.0
     assert cross_validated_accuracy(_pairs(CLEAR, [0.5])) < 1.0
+
+
+def test_fixed_folds_score_each_fold_with_thresholds_fitted_on_the_others():
+    # Folds 0-3 put the cut between 0.35 and 0.8. Fold 4 holds three not-grounded pairs at
+    # 0.6-0.64 (one context the judge misreads): fitted without them, the cut calls them
+    # grounded.
+    rows = [
+        {"id": f"{fold}-{i}", "fold": fold, **row}
+        for fold in range(4)
+        for i, row in enumerate(_pairs([(G, 0.8), (G, 0.85), (N, 0.3), (N, 0.35)], [0.5]))
+    ]
+    rows += [
+        {"id": f"4-{i}", "fold": 4, **row}
+        for i, row in enumerate(_pairs([(N, 0.6), (N, 0.62), (N, 0.64)], []))
+    ]
+    accuracy = cross_validated_accuracy(rows)
+    assert accuracy == pytest.approx((1 + 8 / 11) / 2)
+    # Shuffled folds let a fit see the misread context's other pairs: a better, leaked figure.
+    shuffled = [{k: v for k, v in r.items() if k != "fold"} for r in rows]
+    assert cross_validated_accuracy(shuffled) > accuracy
+
+
+def test_a_calibration_never_reads_the_test_split():
+    cases = calibration_cases("groundedness_v2.jsonl")
+    assert cases and {c["split"] for c in cases} == {"train"}
+    assert {c["fold"] for c in cases} == set(range(5))
+    assert len(calibration_cases("groundedness.jsonl")) == len(load_jsonl("groundedness.jsonl"))
