@@ -41,9 +41,8 @@ _XGRAMMAR_PREFIX = re.compile(r"^\[[^\]]*\]\s*\S+:\d+:\s*")
 
 #: JSON answers are laid out as the models write JSON unasked: a member per line, two spaces
 #: per level. Forced onto one line (off the layout they learned), the 0.5B model sampled at
-#: 0.7 closed the object before the members the prompt asked for in 4 of 80 answers; laid
-#: out so, in none of 160 (benchmarks/README.md). Tool calls stay on one line: the chat
-#: templates write them so.
+#: 0.7 sometimes closed the object before the members the prompt asked for (figures in
+#: benchmarks/README.md). Tool calls stay on one line: the chat templates write them so.
 ANSWER_INDENT = 2
 
 #: ``json_object``: one object with at least one member. The grammar forbids the opening the

@@ -223,9 +223,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.supports:
         earlier = json.loads(args.supports.read_text(encoding="utf-8"))
         reader, rows, contrast = earlier["reader"], earlier["pairs"], earlier["contrast"]
-        args.set = earlier.get("set", DEFAULT_SET)
+        set_name = earlier.get("set", DEFAULT_SET)
     else:
-        contrast = args.contrast
+        contrast, set_name = args.contrast, args.set
         engine = None
         if args.engine_url:
             engine = {
@@ -234,20 +234,20 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "engine_api_key": args.engine_api_key,
             }
         reader, rows = collect_supports(
-            args.profile, args.limit, contrast=contrast, engine=engine, set_name=args.set
+            args.profile, args.limit, contrast=contrast, engine=engine, set_name=set_name
         )
     name = reader if reader.startswith("engine-") else f"{args.profile}-{reader}"
-    if args.set != DEFAULT_SET:
-        name += "-" + Path(args.set).stem
+    if set_name != DEFAULT_SET:
+        name += "-" + Path(set_name).stem
     out = EVAL_DIR / f"calibration-{name}.json"
     chosen = choose_thresholds(rows)
     chosen["cross_validated_balanced_accuracy"] = cross_validated_accuracy(rows)
-    summary = summarise_at(rows, chosen["grounded_at"], chosen["not_grounded_below"], args.set)
+    summary = summarise_at(rows, chosen["grounded_at"], chosen["not_grounded_below"], set_name)
     report = {
         "profile": args.profile,
         "reader": reader,
         "contrast": contrast,
-        "set": args.set,
+        "set": set_name,
         **chosen,
         "summary_at_thresholds": summary,
         "pairs": rows,
