@@ -23,6 +23,7 @@ import numpy as np
 
 from backend.engines.base import JSONSchemaConstraint, SamplingParams
 from backend.engines.llamacpp_runner import BatchingRunner
+from backend.engines.prompt_tree import shared_prefix_groups
 from backend.engines.request_runner import (
     RunnerChatEngine,
     checked_prompt,
@@ -37,8 +38,14 @@ logger = logging.getLogger(__name__)
 #: Largest context allocated by default: the KV cache is allocated up front, and the service's
 #: own limits stay below it. All running requests share it.
 DEFAULT_MAX_CONTEXT = 32768
-#: Tokens llama.cpp evaluates per call at most (a decode step of every request, a prompt chunk).
+#: Tokens llama.cpp evaluates per call at most (a decode step of every request, a prompt chunk,
+#: the suffixes of prompts sharing a prefix).
 _BATCH_TOKENS = 512
+#: Prompts sharing a prefix whose ends are scored in one evaluation at most, each in a llama.cpp
+#: sequence of its own (the judge reads up to 8 claims with 2 questions against a chunk).
+SUFFIX_SEQUENCES = 16
+#: Longest end, after a shared prefix, scored that way; longer ones are prompts of their own.
+SUFFIX_TOKENS = 256
 
 
 def default_threads() -> int:
@@ -124,14 +131,19 @@ class LlamaCppChatEngine(RunnerChatEngine):
         params = llama_cpp.llama_context_default_params()
         params.n_ctx = self.context_length
         params.n_batch = params.n_ubatch = _BATCH_TOKENS
-        params.n_seq_max = parallel
+        params.n_seq_max = parallel + SUFFIX_SEQUENCES
         params.kv_unified = True  # one cache for all requests: any of them may use all of it
         params.n_threads = params.n_threads_batch = self.threads
         params.no_perf = True
         self._context = LlamaContext(model=self._model, params=params, verbose=False)
         self._vocab_size = self._model.n_vocab()
         self._runner = BatchingRunner(
-            self._context.ctx, self._vocab_size, slots=parallel, kv_cells=self.context_length
+            self._context.ctx,
+            self._vocab_size,
+            slots=parallel,
+            kv_cells=self.context_length,
+            suffix_sequences=SUFFIX_SEQUENCES,
+            batch_tokens=_BATCH_TOKENS,
         )
         self._masks: ConstraintMasks | None = None  # built on the first constrained call
         logger.info(
@@ -167,19 +179,48 @@ class LlamaCppChatEngine(RunnerChatEngine):
         self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]
     ) -> list[float]:
         """Log-probabilities of each candidate as the next token after the prompt."""
-        candidates = list(candidate_ids)
-
-        def logprobs(logits: np.ndarray) -> list[float]:
-            shifted = logits.astype(np.float64) - float(logits.max())
-            log_normaliser = np.log(np.exp(shifted).sum())
-            return [float(shifted[i] - log_normaliser) for i in candidates]
-
+        logprobs = _candidate_logprobs(candidate_ids)
         return self._runner.score(checked_prompt(prompt_ids), logprobs)  # type: ignore[return-value]
+
+    def next_token_logprobs_many(
+        self, prompts: Sequence[Sequence[int]], candidate_ids: Sequence[int]
+    ) -> list[list[float]]:
+        """``next_token_logprobs`` of each prompt: prompts that share a beginning are scored
+        as that beginning, evaluated once, and their short ends on top of it, all in one
+        evaluation (``prompt_tree.shared_prefix_groups``, ``BatchingRunner.score_suffixes``).
+
+        The first group is scored before the others are submitted, so that what all prompts
+        share (the judge's instructions) is in the cache for them to reuse.
+        """
+        checked = [checked_prompt(prompt) for prompt in prompts]
+        groups = shared_prefix_groups(checked, SUFFIX_TOKENS)
+        logprobs = _candidate_logprobs(candidate_ids)
+        results: list[list[float]] = [[] for _ in checked]
+        for batch in (groups[:1], groups[1:]):
+            scored = self._runner.score_suffixes(
+                [(checked[ms[0]][:n], [checked[m][n:] for m in ms]) for n, ms in batch], logprobs
+            )
+            for (_, members), values in zip(batch, scored, strict=True):
+                for member, value in zip(members, values, strict=True):
+                    results[member] = value
+        return results
 
     def close(self) -> None:
         self._runner.close()
         self._context.close()
         self._model.close()
+
+
+def _candidate_logprobs(candidate_ids: Sequence[int]) -> Callable[[np.ndarray], list[float]]:
+    """What turns a row of logits into the candidates' log-probabilities."""
+    candidates = list(candidate_ids)
+
+    def logprobs(logits: np.ndarray) -> list[float]:
+        shifted = logits.astype(np.float64) - float(logits.max())
+        log_normaliser = np.log(np.exp(shifted).sum())
+        return [float(shifted[i] - log_normaliser) for i in candidates]
+
+    return logprobs
 
 
 def _fresh_seed() -> int:

@@ -28,8 +28,9 @@ is set aside and later resumed by evaluating its prompt and the tokens it alread
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from backend.engines.llamacpp_batch import NativeBatch
 from backend.engines.request_runner import END, RequestRunner, RunnerRequest, stop_asked
@@ -50,6 +51,9 @@ class _Request(RunnerRequest):
     #: What is evaluated as a prompt when admitted: the prompt, and for a request resumed
     #: after preemption the tokens it had produced (the next token follows the last of them).
     evaluate: list[int] = field(default_factory=list)
+    #: A scoring of several prompts that all begin with ``prompt``: what follows it in each.
+    #: The prompt is evaluated once, then every suffix scored in one batched evaluation.
+    suffixes: list[list[int]] | None = None
 
 
 @dataclass(eq=False)
@@ -78,7 +82,16 @@ class BatchingRunner(RequestRunner):
 
     request_type = _Request
 
-    def __init__(self, ctx, n_vocab: int, slots: int, kv_cells: int, native=None) -> None:
+    def __init__(
+        self,
+        ctx,
+        n_vocab: int,
+        slots: int,
+        kv_cells: int,
+        native=None,
+        suffix_sequences: int = 0,
+        batch_tokens: int = PREFILL_CHUNK,
+    ) -> None:
         super().__init__("llama.cpp runner")
         if native is None:
             import llama_cpp as native
@@ -88,7 +101,11 @@ class BatchingRunner(RequestRunner):
         self._memory = native.llama_get_memory(ctx)
         self._kv_cells = kv_cells
         self._slots = [_Slot(seq_id) for seq_id in range(slots)]
-        self._batch = NativeBatch(native, ctx, max(PREFILL_CHUNK, slots), n_vocab)
+        #: Sequence ids after the slots', each holding one suffix of a shared-prefix scoring
+        #: for the length of one evaluation (``_score_suffixes``).
+        self._suffix_seqs = list(range(slots, slots + suffix_sequences))
+        self._batch_tokens = max(PREFILL_CHUNK, slots, batch_tokens)
+        self._batch = NativeBatch(native, ctx, self._batch_tokens, n_vocab)
         #: The most requests advanced by one decode call so far (how much batching happened).
         self.largest_decode_batch = 0
         #: Requests set aside so far because the KV cache was full.
@@ -99,6 +116,32 @@ class BatchingRunner(RequestRunner):
     def close(self) -> None:
         super().close()
         self._batch.free()
+
+    def score_suffixes(
+        self,
+        groups: Sequence[tuple[list[int], list[list[int]]]],
+        score: Callable[[Any], object],
+    ) -> list[list]:
+        """For each (prefix, suffixes) group, ``score(logits)`` after ``prefix + suffix`` for
+        each suffix, in order: the prefix is evaluated once (or reused from the cache), the
+        suffixes together on top of it. The groups are submitted together.
+
+        Raises:
+            ValueError: a prefix is empty, a suffix empty or longer than one evaluation
+                holds, or the runner has no sequences for suffixes.
+        """
+        if not self._suffix_seqs:
+            raise ValueError("this runner was made without sequences for suffixes")
+        requests = []
+        for prefix, suffixes in groups:
+            if not prefix or any(not 0 < len(s) <= self._batch_tokens for s in suffixes):
+                raise ValueError(
+                    f"need a prefix and suffixes of 1 to {self._batch_tokens} tokens each"
+                )
+            request = _Request(list(prefix), 0, None, score, lambda: False, frozenset())
+            request.suffixes = [list(s) for s in suffixes]
+            requests.append(request)
+        return self._await_scorings(requests)
 
     # ------------------------------------------------------------------ the runner thread
 
@@ -279,6 +322,9 @@ class BatchingRunner(RequestRunner):
     def _after_evaluation(self, slot: _Slot, row: int) -> None:
         """The request's logits at ``row`` are ready: score, or choose and hand on a token."""
         request = slot.request
+        if request.suffixes is not None:
+            self._score_suffixes(slot)
+            return
         logits = self._batch.logits(row)
         try:
             if request.score is not None:
@@ -296,6 +342,56 @@ class BatchingRunner(RequestRunner):
         request.results.put(token)
         if token in request.end_ids or len(request.generated) >= request.budget:
             self._finish(slot)
+
+    def _score_suffixes(self, slot: _Slot) -> None:
+        """Score every suffix of the slot's request on top of its evaluated prompt.
+
+        Each suffix runs in a sequence of its own that shares the prompt's cells
+        (``llama_memory_seq_cp``; llama.cpp's sequences share KV cells), so it attends to the
+        prompt and itself only, at the positions it would have alone. As many suffixes as
+        fit go into one evaluation; their sequences are emptied after it.
+        """
+        request = slot.request
+        base = len(slot.cached)
+        results: list[object] = []
+        for group in self._suffix_batches(request.suffixes):
+            self._make_room(sum(len(suffix) for suffix in group))
+            if slot.request is None:
+                return  # set aside to free the cache; it is scored again when resumed
+            entries: list[tuple[int, int, int, bool]] = []
+            rows = []
+            try:
+                for seq_id, suffix in zip(self._suffix_seqs, group, strict=False):
+                    self._native.llama_memory_seq_cp(self._memory, slot.seq_id, seq_id, 0, base)
+                    last = len(suffix) - 1
+                    entries += [
+                        (seq_id, token, base + i, i == last) for i, token in enumerate(suffix)
+                    ]
+                    rows.append(len(entries) - 1)
+                self._batch.decode(entries, wants_logits=False)
+                results += [request.score(self._batch.logits(row)) for row in rows]
+            except BaseException as error:  # noqa: BLE001 - handed to the request
+                self._finish(slot, error)
+                return
+            finally:
+                for seq_id in self._suffix_seqs[: len(group)]:
+                    self._native.llama_memory_seq_rm(self._memory, seq_id, 0, -1)
+        request.results.put(results)
+        self._release(slot)
+
+    def _suffix_batches(self, suffixes: list[list[int]]) -> list[list[list[int]]]:
+        """The suffixes in order, cut into evaluations of at most the batch's tokens and the
+        suffix sequences there are."""
+        batches: list[list[list[int]]] = [[]]
+        used = 0
+        for suffix in suffixes:
+            full = len(batches[-1]) == len(self._suffix_seqs)
+            if batches[-1] and (full or used + len(suffix) > self._batch_tokens):
+                batches.append([])
+                used = 0
+            batches[-1].append(suffix)
+            used += len(suffix)
+        return batches
 
     def _finish(self, slot: _Slot, error: BaseException | None = None) -> None:
         slot.request.results.put(error if error is not None else END)

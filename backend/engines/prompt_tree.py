@@ -167,3 +167,40 @@ class PromptTreeBuilder:
 
         visit(roots, 0)
         return planned
+
+
+def shared_prefix_groups(
+    prompts: Sequence[Sequence[int]], max_suffix: int
+) -> list[tuple[int, list[int]]]:
+    """The prompts as (prefix length, prompt numbers) groups: every prompt of a group starts
+    with the same ``prefix length`` tokens, and none has more than ``max_suffix`` (nor fewer
+    than one) after them.
+
+    A depth-two tree for engines that evaluate one shared prefix and then all suffixes on top
+    of it (llama.cpp's sequences sharing KV cells): the groundedness judge's readings of one
+    context chunk share the instructions and the chunk and differ in a short claim and
+    question. The prompts are taken in sorted order, so prompts sharing a beginning are
+    neighbours, and a prompt joins the group before it while the group's common prefix
+    leaves every member's suffix within ``max_suffix``.
+    """
+    groups: list[tuple[int, list[int]]] = []
+    for number in sorted(range(len(prompts)), key=lambda n: list(prompts[n])):
+        prompt = prompts[number]
+        if groups:
+            length, members = groups[-1]
+            common = min(length, _common_length(prompts[members[0]], prompt), len(prompt) - 1)
+            longest = max(len(prompts[m]) for m in [*members, number])
+            if longest - common <= max_suffix:
+                groups[-1] = (common, [*members, number])
+                continue
+        groups.append((len(prompt) - 1, [number]))
+    return groups
+
+
+def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
+    shared = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        shared += 1
+    return shared

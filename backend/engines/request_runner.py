@@ -115,6 +115,10 @@ class RequestRunner(abc.ABC):
             self.request_type(prompt, 0, None, score, lambda: False, frozenset())
             for prompt in prompts
         ]
+        return self._await_scorings(requests)
+
+    def _await_scorings(self, requests: list[RunnerRequest]) -> list:
+        """Submit scoring requests together and wait for each one's result, in order."""
         try:
             self._submit(*requests)
             items = [request.results.get() for request in requests]

@@ -109,9 +109,17 @@ def greedy(logits: np.ndarray) -> int:
 def make_runner():
     runners = []
 
-    def make(cells: int = 4096, slots: int = 4, step_delay: float = 0.0):
+    def make(cells: int = 4096, slots: int = 4, step_delay: float = 0.0, suffix_sequences=4):
         native = FakeLlamaCpp(cells, step_delay)
-        runner = BatchingRunner("ctx", VOCAB, slots=slots, kv_cells=cells, native=native)
+        runner = BatchingRunner(
+            "ctx",
+            VOCAB,
+            slots=slots,
+            kv_cells=cells,
+            native=native,
+            suffix_sequences=suffix_sequences,
+            batch_tokens=256,
+        )
         runners.append(runner)
         return runner, native
 
@@ -258,6 +266,41 @@ def test_a_failed_evaluation_fails_its_requests_only(make_runner):
     with pytest.raises(NativeDecodeError):
         generate(runner, [1, 2, 3], 5)
     assert generate(runner, [1, 2, 3], 5) == expected_answer([1, 2, 3], 5)
+
+
+def top(logits):
+    return int(np.argmax(logits))
+
+
+def test_suffixes_are_scored_on_one_evaluation_of_their_shared_prefix(make_runner):
+    runner, native = make_runner(suffix_sequences=4)
+    prefix = [(7 * i) % 50 + 1 for i in range(300)]  # longer than two prefill chunks
+    suffixes = [[i + 1] * (i % 3 + 1) for i in range(6)]  # six suffixes: two evaluations
+    other = [[5, 6, 7], [8]]
+    scored = runner.score_suffixes([(prefix, suffixes), ([9] * 40, other)], top)
+    assert scored == [
+        [next_token(prefix + s) for s in suffixes],
+        [next_token([9] * 40 + s) for s in other],
+    ]
+    # The prefixes in chunks of up to 128 tokens, the first group's suffixes in two calls
+    # (four sequences for suffixes), the second's in one: nothing evaluated twice.
+    assert sorted(native.batch_sizes) == [3 + 1, 3 + 2, 1 + 2 + 3 + 1, 40, 44, 128, 128]
+    # The suffixes' sequences are empty again; the slots keep the prefixes for reuse.
+    assert all(not native.kv.get(seq) for seq in range(4, 8))
+    again = runner.score_suffixes([(prefix, [[3]])], top)
+    assert again == [[next_token([*prefix, 3])]]
+    assert native.batch_sizes[-2:] == [len(prefix) % PREFILL_CHUNK, 1]  # whole chunks reused
+
+
+def test_a_bad_suffix_is_refused_before_anything_runs(make_runner):
+    runner, native = make_runner()
+    for groups in ([([1, 2], [[]])], [([], [[1]])], [([1], [[1] * 257])]):
+        with pytest.raises(ValueError, match="suffixes of 1 to 256"):
+            runner.score_suffixes(groups, top)
+    assert native.batch_sizes == []
+    plain, _ = make_runner(suffix_sequences=0)
+    with pytest.raises(ValueError, match="without sequences for suffixes"):
+        plain.score_suffixes([([1], [[2]])], top)
 
 
 def test_a_failing_chooser_fails_its_own_request(make_runner):

@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from backend.engines.prompt_tree import PromptTreeBuilder
+from backend.engines.prompt_tree import PromptTreeBuilder, shared_prefix_groups
 
 
 def builder_of(*prompts):
@@ -104,3 +104,26 @@ def test_random_trees_score_every_prompt_as_alone(most_tokens):
 def test_an_empty_prompt_is_refused():
     with pytest.raises(ValueError, match="at least one token"):
         PromptTreeBuilder().add([])
+
+
+def test_prompts_are_grouped_by_the_beginning_they_share_with_short_ends():
+    lead = list(range(100, 140))
+    chunk_a, chunk_b = list(range(200, 260)), list(range(300, 350))
+    ends = [[1, 2, 3], [1, 2, 4], [5]]
+    prompts = [lead + chunk_b + ends[0], lead + chunk_a + ends[0]]
+    prompts += [lead + chunk_a + end for end in ends[1:]] + [lead + chunk_b + ends[2], [700, 800]]
+    groups = shared_prefix_groups(prompts, max_suffix=10)
+    assert groups == [
+        (len(lead + chunk_a), [1, 2, 3]),  # each chunk's readings share lead and chunk
+        (len(lead + chunk_b), [0, 4]),
+        (1, [5]),  # alone: all but its last token
+    ]
+    for length, members in groups:
+        assert all(prompts[m][:length] == prompts[members[0]][:length] for m in members)
+        assert all(1 <= len(prompts[m]) - length <= 10 for m in members)
+    # With longer ends allowed, the lead alone is shared by all the readings.
+    assert shared_prefix_groups(prompts[:5], max_suffix=100) == [(len(lead), [1, 2, 3, 0, 4])]
+
+
+def test_identical_prompts_share_all_but_their_last_token():
+    assert shared_prefix_groups([[4, 5, 6], [4, 5, 6]], max_suffix=3) == [(2, [0, 1])]
