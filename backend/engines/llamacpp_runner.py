@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.engines.llamacpp_batch import NativeBatch
+from backend.engines.prompt_tree import suffix_batches
 from backend.engines.request_runner import END, RequestRunner, RunnerRequest, stop_asked
 
 logger = logging.getLogger(__name__)
@@ -354,7 +355,7 @@ class BatchingRunner(RequestRunner):
         request = slot.request
         base = len(slot.cached)
         results: list[object] = []
-        for group in self._suffix_batches(request.suffixes):
+        for group in suffix_batches(request.suffixes, len(self._suffix_seqs), self._batch_tokens):
             self._make_room(sum(len(suffix) for suffix in group))
             if slot.request is None:
                 return  # set aside to free the cache; it is scored again when resumed
@@ -378,20 +379,6 @@ class BatchingRunner(RequestRunner):
                     self._native.llama_memory_seq_rm(self._memory, seq_id, 0, -1)
         request.results.put(results)
         self._release(slot)
-
-    def _suffix_batches(self, suffixes: list[list[int]]) -> list[list[list[int]]]:
-        """The suffixes in order, cut into evaluations of at most the batch's tokens and the
-        suffix sequences there are."""
-        batches: list[list[list[int]]] = [[]]
-        used = 0
-        for suffix in suffixes:
-            full = len(batches[-1]) == len(self._suffix_seqs)
-            if batches[-1] and (full or used + len(suffix) > self._batch_tokens):
-                batches.append([])
-                used = 0
-            batches[-1].append(suffix)
-            used += len(suffix)
-        return batches
 
     def _finish(self, slot: _Slot, error: BaseException | None = None) -> None:
         slot.request.results.put(error if error is not None else END)

@@ -197,6 +197,22 @@ def shared_prefix_groups(
     return groups
 
 
+def suffix_batches(
+    suffixes: list[list[int]], max_sequences: int, max_tokens: int
+) -> list[list[list[int]]]:
+    """The suffixes in order, cut into evaluations of at most ``max_sequences`` suffixes and
+    ``max_tokens`` tokens (a suffix longer than that is an evaluation of its own)."""
+    batches: list[list[list[int]]] = []
+    used = 0
+    for suffix in suffixes:
+        if not batches or len(batches[-1]) == max_sequences or used + len(suffix) > max_tokens:
+            batches.append([])
+            used = 0
+        batches[-1].append(suffix)
+        used += len(suffix)
+    return batches
+
+
 def _common_length(a: Sequence[int], b: Sequence[int]) -> int:
     shared = 0
     for x, y in zip(a, b, strict=False):

@@ -6,7 +6,7 @@ import random
 import numpy as np
 import pytest
 
-from backend.engines.prompt_tree import PromptTreeBuilder, shared_prefix_groups
+from backend.engines.prompt_tree import PromptTreeBuilder, shared_prefix_groups, suffix_batches
 
 
 def builder_of(*prompts):
@@ -127,3 +127,10 @@ def test_prompts_are_grouped_by_the_beginning_they_share_with_short_ends():
 
 def test_identical_prompts_share_all_but_their_last_token():
     assert shared_prefix_groups([[4, 5, 6], [4, 5, 6]], max_suffix=3) == [(2, [0, 1])]
+
+
+def test_suffixes_are_cut_into_evaluations_by_sequences_and_tokens():
+    suffixes = [[1] * n for n in (3, 3, 3, 1, 5)]
+    assert [[len(s) for s in b] for b in suffix_batches(suffixes, 2, 6)] == [[3, 3], [3, 1], [5]]
+    assert [[len(s) for s in b] for b in suffix_batches(suffixes, 8, 7)] == [[3, 3], [3, 1], [5]]
+    assert suffix_batches([], 4, 10) == []
