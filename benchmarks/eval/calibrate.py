@@ -37,8 +37,11 @@ from benchmarks.eval.run_eval import EVAL_DIR, load_jsonl, summarise_groundednes
 
 #: The first groundedness set, which has no splits; ``groundedness_v2.jsonl`` has.
 DEFAULT_SET = "groundedness.jsonl"
-#: Most notSure verdicts tolerated on clear cases when widening the band.
-MAX_NOT_SURE_CLEAR = 0.08
+#: Most notSure verdicts tolerated on clear cases when widening the band (issue 19: 5%).
+MAX_NOT_SURE_CLEAR = 0.05
+#: How many times more often than on clear cases a band must say notSure on ambiguous ones
+#: to be kept (issue 19: at least three times).
+NOT_SURE_AMBIGUOUS_RATIO = 3.0
 #: Balanced accuracy given up, at most, for a wider notSure band.
 ACCURACY_SLACK = 0.02
 
@@ -63,8 +66,9 @@ def choose_thresholds(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     First the single cut with the best balanced accuracy on the clear cases (the midpoint
     between neighbouring supports); then the widest notSure band around it that keeps
     notSure on at most ``MAX_NOT_SURE_CLEAR`` of the clear cases and the accuracy within
-    ``ACCURACY_SLACK`` of the best, and that marks ambiguity: it holds a larger share of the
-    ambiguous cases than of the clear ones. A band that does not is only a hedge, and the
+    ``ACCURACY_SLACK`` of the best, and that marks ambiguity: it holds at least
+    ``NOT_SURE_AMBIGUOUS_RATIO`` times the share of the ambiguous cases it holds of the clear
+    ones. A band that does not is only a hedge, and the
     single cut stays (the verdict is then never notSure: the model's support does not tell
     ambiguous evidence from clear).
     """
@@ -79,7 +83,8 @@ def choose_thresholds(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
             if (
                 accuracy >= best - ACCURACY_SLACK
                 and not_sure <= MAX_NOT_SURE_CLEAR
-                and _not_sure_rate_ambiguous(rows, high, low) > not_sure
+                and _not_sure_rate_ambiguous(rows, high, low) >= NOT_SURE_AMBIGUOUS_RATIO * not_sure
+                and _not_sure_rate_ambiguous(rows, high, low) > 0
                 and high - low > chosen[0] - chosen[1]
             ):
                 chosen = (high, low)

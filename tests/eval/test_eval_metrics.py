@@ -334,6 +334,15 @@ def test_a_band_that_holds_no_ambiguous_pair_is_a_hedge_and_is_dropped():
     assert chosen["balanced_accuracy"] == chosen["best_single_cut_accuracy"] == (1 + 40 / 41) / 2
 
 
+def test_a_band_must_hold_three_times_the_ambiguous_share_of_the_clear_one():
+    # Any band holding the ambiguous pair at 0.5 holds the clear one at 0.52 (1 of 82, 1.2%);
+    # it would hold 1 of 40 ambiguous pairs (2.5%): more, but not three times more.
+    ambiguous = [0.5] + [0.05 + i / 200 for i in range(20)] + [0.9 + i / 200 for i in range(19)]
+    chosen = choose_thresholds(_pairs(CLEAR, ambiguous))
+    assert chosen["not_grounded_below"] == chosen["grounded_at"]
+    assert chosen["not_sure_rate_clear"] == 0.0
+
+
 def test_cross_validation_scores_held_out_clear_pairs_only():
     separable = [(G, 0.6 + i / 100) for i in range(20)] + [(N, 0.3 + i / 100) for i in range(20)]
     assert cross_validated_accuracy(_pairs(separable, [0.5])) == 1.0
