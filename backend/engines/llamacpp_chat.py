@@ -192,8 +192,6 @@ class LlamaCppChatEngine(RunnerChatEngine):
         The first group is scored before the others are submitted, so that what all prompts
         share (the judge's instructions) is in the cache for them to reuse.
         """
-        if len(prompts) == 1:  # evaluated whole, exactly as a lone prompt always was
-            return [self.next_token_logprobs(prompts[0], candidate_ids)]
         checked = [checked_prompt(prompt) for prompt in prompts]
         groups = shared_prefix_groups(checked, SUFFIX_TOKENS)
         logprobs = _candidate_logprobs(candidate_ids)

@@ -127,6 +127,10 @@ class BatchingRunner(RequestRunner):
         each suffix, in order: the prefix is evaluated once (or reused from the cache), the
         suffixes together on top of it. The groups are submitted together.
 
+        A group of one suffix shares nothing: it is scored as one prompt, evaluated as a lone
+        prompt always is (its last token evaluated alone on top of the rest moves P(yes)
+        beyond what an engine with a clean cache reads, benchmarks/README.md).
+
         Raises:
             ValueError: a prefix is empty, a suffix empty or longer than one evaluation
                 holds, or the runner has no sequences for suffixes.
@@ -139,10 +143,16 @@ class BatchingRunner(RequestRunner):
                 raise ValueError(
                     f"need a prefix and suffixes of 1 to {self._batch_tokens} tokens each"
                 )
-            request = _Request(list(prefix), 0, None, score, lambda: False, frozenset())
-            request.suffixes = [list(s) for s in suffixes]
+            whole = list(prefix) + list(suffixes[0]) if len(suffixes) == 1 else list(prefix)
+            request = _Request(whole, 0, None, score, lambda: False, frozenset())
+            if len(suffixes) > 1:
+                request.suffixes = [list(s) for s in suffixes]
             requests.append(request)
-        return self._await_scorings(requests)
+        scored = self._await_scorings(requests)
+        return [
+            result if request.suffixes is not None else [result]
+            for request, result in zip(requests, scored, strict=True)
+        ]
 
     # ------------------------------------------------------------------ the runner thread
 

@@ -287,9 +287,23 @@ def test_suffixes_are_scored_on_one_evaluation_of_their_shared_prefix(make_runne
     assert sorted(native.batch_sizes) == [3 + 1, 3 + 2, 1 + 2 + 3 + 1, 40, 44, 128, 128]
     # The suffixes' sequences are empty again; the slots keep the prefixes for reuse.
     assert all(not native.kv.get(seq) for seq in range(4, 8))
-    again = runner.score_suffixes([(prefix, [[3]])], top)
-    assert again == [[next_token([*prefix, 3])]]
-    assert native.batch_sizes[-2:] == [len(prefix) % PREFILL_CHUNK, 1]  # whole chunks reused
+    again = runner.score_suffixes([(prefix, [[3], [4]])], top)
+    assert again == [[next_token([*prefix, 3]), next_token([*prefix, 4])]]
+    assert native.batch_sizes[-2:] == [len(prefix) % PREFILL_CHUNK, 2]  # whole chunks reused
+
+
+def test_a_group_of_one_suffix_is_evaluated_as_one_prompt(make_runner):
+    """As a lone prompt always is: in aligned chunks, its last token with the chunk before
+    it, not alone on top of the rest."""
+    runner, native = make_runner(suffix_sequences=4)
+    prefix = [(3 * i) % 40 + 1 for i in range(200)]
+    scored = runner.score_suffixes([(prefix, [[5, 6]]), ([9] * 10, [[1], [2]])], top)
+    others = [next_token([9] * 10 + s) for s in ([1], [2])]
+    assert scored == [[next_token([*prefix, 5, 6])], others]
+    # The lone prompt in two aligned chunks (128, then 74 tokens ending on 5, 6); the other
+    # group's prefix, then its two suffixes together.
+    assert sorted(native.batch_sizes) == [1 + 1, 10, 202 - 128, 128]
+    assert runner.score_suffixes([(prefix, [[5, 6]])], top) == scored[:1]
 
 
 def test_a_bad_suffix_is_refused_before_anything_runs(make_runner):
