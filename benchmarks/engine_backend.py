@@ -26,7 +26,7 @@ from collections.abc import Callable, Sequence
 import httpx
 
 from backend.chat.yes_no import YesNoReader
-from backend.groundedness.judge import CONTRAST, SUPPORT, asked, reading_leads
+from backend.groundedness.prompts import QUESTIONS, judge_prompt
 from backend.local import InProcessBackend
 from backend.remote_engine import EngineBackend
 from backend.remote_engine.api import EngineAPI
@@ -70,10 +70,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         api = EngineAPI(chat.url, None, 600.0, 0)
         remote_reader = EngineYesNoReading(api, chat.model, embedded_chat_tokenizer("small"))
         conversations = [
-            [*lead, asked(question, case["context"], case["response"])]
+            judge_prompt(case["context"], case["response"], question)
             for case in cases
-            for question in (SUPPORT, CONTRAST)
-            for lead in reading_leads(question)
+            for question in QUESTIONS.values()
         ]
         clean = p_yes_gaps_from_clean_caches(chat, conversations)
         gaps = [abs(local_reader.read(c)[0] - remote_reader.read(c)[0]) for c in conversations]

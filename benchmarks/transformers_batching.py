@@ -234,9 +234,9 @@ class BatchingBench:
         scored alone, checks one after the other): ``JUDGE_CHECKS`` short pairs, and one
         long RAG-sized check (``LONG_CHECK``, about 2,000 context tokens, several claims).
         The judge asks the questions its calibration for this reader asks."""
-        contrast = calibration_for(self.profile, "transformers").contrast
-        batched = GroundednessJudge(self.engine, contrast=contrast)
-        alone = GroundednessJudge(PromptAtATimeReader(self.engine), contrast=contrast)
+        questions = calibration_for(self.profile, "transformers").questions
+        batched = GroundednessJudge(self.engine, questions=questions)
+        alone = GroundednessJudge(PromptAtATimeReader(self.engine), questions=questions)
         short = [
             (
                 f"The river museum in town {i} opened in {1890 + i} and has {i + 3} floors.",
@@ -273,7 +273,7 @@ class BatchingBench:
                     note=(
                         f"{self.setting}; {len(pairs)} check(s), "
                         + ("one-sentence pairs" if name == "short" else LONG_CHECK)
-                        + f"; contrast question: {contrast}; baseline: each prompt scored "
+                        + f"; questions: {', '.join(questions)}; baseline: each prompt scored "
                         "alone, checks one after the other; support moved by batching: "
                         f"{max(differences):.4f} at most"
                     ),

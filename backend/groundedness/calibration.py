@@ -1,11 +1,14 @@
 """Thresholds that turn the judge's support into a verdict, calibrated per model and reader.
 
-Each (profile, reader) pair was calibrated on benchmarks/eval/groundedness.jsonl with
-``python -m benchmarks.eval.calibrate`` (benchmarks/eval/calibration-<profile>-<reader>.json;
-the figures are in benchmarks/README.md). The readers differ: llama.cpp reads the 4-bit GGUF
-weights, transformers the bf16 (or float32) ones, and their P(yes) shift a little, so each has
-its own thresholds. A calibration also says whether the contrast question is asked: its
-thresholds hold only for the readings they were fitted on.
+Each (profile, reader) pair was calibrated with ``python -m benchmarks.eval.calibrate`` on the
+first groundedness set and the second set's train split, its questions and thresholds chosen
+by cross-validation on folds fixed per context (benchmarks/eval/calibration-<profile>-<reader>
+.json; the figures are in benchmarks/README.md); the second set's test split was never read to
+choose them. The readers differ: llama.cpp reads the 4-bit GGUF weights, transformers the bf16
+(or float32) ones, and their P(yes) shift a little, so each has its own thresholds. A
+calibration also says which questions are asked (``backend.groundedness.prompts``): its
+thresholds hold only for the readings they were fitted on, in the prompt layout they were
+fitted with.
 
 * ``grounded`` when support >= ``grounded_at``;
 * ``notGrounded`` when support < ``not_grounded_below``;
@@ -37,8 +40,8 @@ class JudgeCalibration:
 
     grounded_at: float
     not_grounded_below: float
-    #: Whether the judge also asks the contrast question (``judge.CONTRAST``).
-    contrast: bool
+    #: The questions the judge asks (names in ``prompts.QUESTIONS``).
+    questions: tuple[str, ...]
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.not_grounded_below <= self.grounded_at <= 1.0:
@@ -50,16 +53,19 @@ class JudgeCalibration:
     def verdict(self, support: float) -> Verdict:
         return verdict_for(support, self.grounded_at, self.not_grounded_below)
 
+    @property
+    def thresholds(self) -> tuple[float, float]:
+        """``(grounded_at, not_grounded_below)``."""
+        return self.grounded_at, self.not_grounded_below
 
-#: Readers: ``llama.cpp`` (quantized prompt evaluation) or ``transformers``. The transformers
-#: reader (AMX CPUs, GPUs) was calibrated before the contrast question existed and asks the
-#: support question alone until it is recalibrated on such a machine; the contrast question
-#: does not help the 0.5B model, so the small profile does not ask it.
+
+#: Readers: ``llama.cpp`` (quantized prompt evaluation) or ``transformers`` (bf16: AMX CPUs,
+#: GPUs, ``CORE_GROUNDEDNESS_ENGINE=transformers``).
 CALIBRATIONS = {
-    ("default", "transformers"): JudgeCalibration(0.7174, 0.6863, contrast=False),
-    ("default", "llama.cpp"): JudgeCalibration(0.595, 0.595, contrast=True),
-    ("small", "transformers"): JudgeCalibration(0.5165, 0.5165, contrast=False),
-    ("small", "llama.cpp"): JudgeCalibration(0.5211, 0.5211, contrast=False),
+    ("default", "transformers"): JudgeCalibration(0.3713, 0.3713, ("support",)),
+    ("default", "llama.cpp"): JudgeCalibration(0.3713, 0.3713, ("support",)),
+    ("small", "transformers"): JudgeCalibration(0.5165, 0.5165, ("support",)),
+    ("small", "llama.cpp"): JudgeCalibration(0.5777, 0.5777, ("support", "contrast")),
 }
 
 

@@ -6,15 +6,24 @@
    sentence boundaries; for each claim the ``chunks_per_claim`` chunks sharing the most
    (rare) terms with it are kept, so the cost grows with the number of claims, not with
    claims times context length.
-3. For each (claim, chunk) the model is asked "is the claim supported by the document?", and
-   with ``contrast`` also "does the document contradict the claim?", each plainly and after
-   four worked examples. Rather than sampling answers we read the probabilities of "yes" and
-   "no" as the next token (``backend.chat.yes_no``; MODELS.md: reading label probabilities
-   worked far better than free text), which samples nothing and gives a confidence. The
-   chunk's support for the claim is the mean of the support question's P(yes) and the
-   contrast question's P(no) over the readings.
+3. For each (claim, chunk) the model is asked the calibration's questions
+   (``backend.groundedness.prompts``: "is the claim supported by the document?", and with
+   the contrast question also "does the document contradict the claim?"). Rather than
+   sampling answers we read the probabilities of "yes" and "no" as the next token
+   (``backend.chat.yes_no``; MODELS.md: reading label probabilities worked far better than
+   free text), which samples nothing and gives a confidence. The chunk's support for the
+   claim is the mean over the questions of the answer speaking for the claim (the support
+   question's P(yes), the contrast question's P(no)).
 4. A claim's support is its best chunk's; the response's support is its weakest claim's: one
    unsupported sentence makes the response not grounded.
+
+The prompts put the chunk before the claim and the question, so all readings of a chunk share
+its evaluation (``prompts``). Chunks are read in rounds, each claim's likeliest chunk first;
+given the thresholds (``stop_at``) the judge stops where the verdict can no longer change: a
+claim supported at ``grounded_at`` needs no further chunk, and a claim below
+``not_grounded_below`` with all its chunks read makes the response not grounded. The verdict
+is then the one reading everything would give; the supports reported for claims left unread
+are lower bounds.
 
 The judge gives the support; the verdict comes from thresholds calibrated for the model and
 the engine that reads the prompts, with the same choice of questions
@@ -23,88 +32,19 @@ the engine that reads the prompts, with the same choice of questions
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from backend.chat.yes_no import YesNoReader, YesNoReading
 from backend.engines.base import ChatEngine
 from backend.groundedness.claims import chunk_context, rank_chunks, split_claims
+from backend.groundedness.prompts import QUESTIONS, Question, judge_prompt
 
-
-@dataclass(frozen=True)
-class Question:
-    """One way of asking the model about a (document, claim) pair."""
-
-    instruction: str
-    #: With ``{document}`` and ``{claim}``.
-    template: str
-    #: The answers to ``EXAMPLES``, in order, shown in the worked-example reading.
-    example_answers: tuple[str, str, str, str]
-    #: Whether "yes" speaks for the claim (P(yes) is its support) or against it (P(no) is).
-    yes_supports: bool
-
-
-SUPPORT = Question(
-    instruction=(
-        "You are a careful fact checker. Decide whether the claim is supported by the "
-        "document. Answer yes only if everything the claim says is stated in the document or "
-        "follows from it; answer no if the document contradicts any part of the claim or does "
-        "not mention it. Answer yes or no."
-    ),
-    template="Document:\n{document}\n\nClaim: {claim}\n\nIs the claim supported by the document?",
-    example_answers=("yes", "no", "no", "yes"),
-    yes_supports=True,
-)
-#: The contrast question. Alone it is no judge: the 1.5B model answers "yes" mostly when the
-#: claim agrees. But that leaning to "yes" is shared with the support question for the same
-#: (document, claim), so averaging in its P(no) cancels part of it (contextual calibration).
-CONTRAST = Question(
-    instruction=(
-        "You are a careful fact checker. Decide whether the document contradicts the claim. "
-        "Answer yes if the document states something that conflicts with any part of the "
-        "claim, such as a different number, date, name or place, or the opposite of what the "
-        "claim says; answer no if the document agrees with the claim or does not mention it. "
-        "Answer yes or no."
-    ),
-    template="Document:\n{document}\n\nClaim: {claim}\n\nDoes the document contradict the claim?",
-    example_answers=("no", "yes", "no", "no"),
-    yes_supports=False,
-)
-#: Worked examples (document, claim) shown before the pair in the second reading of each
-#: question: a paraphrase and an inference that are supported, a contradicted number, and an
-#: unsupported addition.
-EXAMPLES = (
-    (
-        "The museum opens at 10:00 and closes at 18:00 every day except Monday.",
-        "The museum is closed on Mondays.",
-    ),
-    (
-        "The museum opens at 10:00 and closes at 18:00 every day except Monday.",
-        "The museum closes at 20:00.",
-    ),
-    (
-        "Mina moved to Busan in 2019 to work as a nurse.",
-        "Mina moved to Busan in 2019 and bought a house there.",
-    ),
-    (
-        "The bridge, finished in 1932, is 503 metres long.",
-        "The bridge is over five hundred metres long.",
-    ),
-)
-
-
-def asked(question: Question, document: str, claim: str) -> dict[str, str]:
-    """The user turn that asks ``question`` about the pair."""
-    return {"role": "user", "content": question.template.format(document=document, claim=claim)}
-
-
-def reading_leads(question: Question) -> tuple[list[dict[str, str]], list[dict[str, str]]]:
-    """The messages before the pair in the question's two readings: its instruction alone,
-    and its instruction with the worked examples and their answers."""
-    instruction = {"role": "system", "content": question.instruction}
-    examples = []
-    for (document, claim), answer in zip(EXAMPLES, question.example_answers, strict=True):
-        examples += [asked(question, document, claim), {"role": "assistant", "content": answer}]
-    return [instruction], [instruction, *examples]
+#: The judge's defaults: context chunks of about this many tokens, each claim read against
+#: this many of them, responses of more sentences merged into this many claims.
+CHUNK_TOKENS = 400
+CHUNKS_PER_CLAIM = 2
+MAX_CLAIMS = 8
 
 
 @dataclass(frozen=True)
@@ -118,14 +58,32 @@ class Assessment:
     claims: tuple[tuple[str, float], ...] = ()
 
 
+@dataclass(frozen=True)
+class ChunkReading:
+    """What each question said of one (claim, chunk) pair: P(yes) by question name."""
+
+    claim: int
+    chunk: int
+    p_yes: dict[str, float]
+
+
+def chunk_support(p_yes: dict[str, float], questions: Sequence[Question]) -> float:
+    """A chunk's support for a claim: the mean over the questions of the answer that speaks
+    for the claim (P(yes) of the support question, P(no) of the contrast question)."""
+    total = sum(p_yes[q.name] if q.yes_supports else 1.0 - p_yes[q.name] for q in questions)
+    return total / len(questions)
+
+
 class GroundednessJudge:
     """Reads the support of (context, response) pairs with a chat engine.
 
     Args:
         reader: the chat engine that reads the prompts, or a ``YesNoReading`` (an engine
             behind an API).
-        contrast: also ask the contrast question (``CONTRAST``). Part of each calibration:
-            thresholds hold only for the questions they were fitted on.
+        questions: the names of the questions asked (``prompts.QUESTIONS``). Part of each
+            calibration: thresholds hold only for the questions they were fitted on.
+        stop_at: ``(grounded_at, not_grounded_below)``: stop reading where the verdict under
+            these thresholds is settled; None reads every chunk of every claim (calibration).
         chunk_tokens: largest context chunk shown to the model at once.
         chunks_per_claim: how many chunks each claim is checked against.
         max_claims: more sentences than this are merged into this many claims.
@@ -135,63 +93,80 @@ class GroundednessJudge:
         self,
         reader: ChatEngine | YesNoReading,
         *,
-        contrast: bool,
-        chunk_tokens: int = 400,
-        chunks_per_claim: int = 2,
-        max_claims: int = 8,
+        questions: Sequence[str],
+        stop_at: tuple[float, float] | None = None,
+        chunk_tokens: int = CHUNK_TOKENS,
+        chunks_per_claim: int = CHUNKS_PER_CLAIM,
+        max_claims: int = MAX_CLAIMS,
     ) -> None:
         if chunk_tokens < 1 or chunks_per_claim < 1 or max_claims < 1:
             raise ValueError("chunk_tokens, chunks_per_claim and max_claims must be positive")
+        unknown = [name for name in questions if name not in QUESTIONS]
+        if unknown or not questions:
+            raise ValueError(f"questions must be some of {sorted(QUESTIONS)}, got {questions}")
         self._chunk_tokens = chunk_tokens
         self._chunks_per_claim = chunks_per_claim
         self._max_claims = max_claims
         self._reader = reader if isinstance(reader, YesNoReading) else YesNoReader(reader)
-        questions = (SUPPORT, CONTRAST) if contrast else (SUPPORT,)
-        #: What comes before the pair in each reading of each question.
-        self._leads = [(question, reading_leads(question)) for question in questions]
-
-    def _readings(self, document: str, claim: str) -> list[tuple[list[dict[str, str]], bool]]:
-        """The prompts of one (chunk, claim) pair, each with whether its "yes" speaks for
-        the claim: every question asked alone and after the worked examples. The claim comes
-        last, so readings of other claims against the same chunk share the prompt's
-        beginning (a chunk's text is evaluated once per question, where the engine reuses
-        cached prefixes)."""
-        return [
-            ([*lead, asked(question, document, claim)], question.yes_supports)
-            for question, leads in self._leads
-            for lead in leads
-        ]
+        self._questions = [QUESTIONS[name] for name in questions]
+        self._stop_at = stop_at
 
     def assess(self, context: str, response: str) -> Assessment:
-        """The response's support by the context, and the prompt tokens read for it.
+        """The response's support by the context, and the prompt tokens read for it."""
+        assessment, _ = self.read(context, response)
+        return assessment
 
-        Every reading of every (claim, chunk) pair is handed to the reader at once, so an
-        engine that scores prompts together (the transformers engine) evaluates the shared
-        instructions and chunks once; others read them one after the other, in this order.
+    def read(self, context: str, response: str) -> tuple[Assessment, list[ChunkReading]]:
+        """The assessment, and every reading behind it (what calibration keeps).
+
+        Each round reads, for every claim not yet settled, its next likeliest chunk; all the
+        prompts of a round are handed to the reader at once, so the engine evaluates each
+        chunk once for all the claims and questions asked of it.
         """
         chunks = chunk_context(context, self._chunk_tokens, self._reader.count_tokens)
         claims = split_claims(response, self._max_claims)
-        pairs = [
-            (number, chunks[index])
-            for number, claim in enumerate(claims)
-            for index in rank_chunks(claim, chunks)[: self._chunks_per_claim]
-        ]
-        readings = [self._readings(chunk, claims[number]) for number, chunk in pairs]
-        conversations = [conversation for pair in readings for conversation, _ in pair]
-        results = iter(self._reader.read_many(conversations))
+        ranked = [rank_chunks(claim, chunks)[: self._chunks_per_claim] for claim in claims]
         best = [0.0] * len(claims)
+        readings: list[ChunkReading] = []
         prompt_tokens = 0
-        for (number, _), pair in zip(pairs, readings, strict=True):
-            total = 0.0
-            for _, yes_supports in pair:
-                p_yes, read = next(results)
-                total += p_yes if yes_supports else 1.0 - p_yes
-                prompt_tokens += read
-            # The chunk's support is the mean over its readings; the claim's, its best chunk's.
-            best[number] = max(best[number], total / len(pair))
-        supports = list(zip(claims, best, strict=True))
-        return Assessment(
-            support=min(s for _, s in supports),
-            prompt_tokens=prompt_tokens,
-            claims=tuple(supports),
+        for round_ in range(self._chunks_per_claim):
+            pairs = [
+                (number, order[round_])
+                for number, order in enumerate(ranked)
+                if round_ < len(order) and not self._settled(best[number])
+            ]
+            if not pairs:
+                break
+            prompts = [
+                judge_prompt(chunks[chunk], claims[number], question)
+                for number, chunk in pairs
+                for question in self._questions
+            ]
+            results = iter(self._reader.read_many(prompts))
+            for number, chunk in pairs:
+                p_yes = {}
+                for question in self._questions:
+                    p_yes[question.name], read = next(results)
+                    prompt_tokens += read
+                readings.append(ChunkReading(number, chunk, p_yes))
+                best[number] = max(best[number], chunk_support(p_yes, self._questions))
+            if self._decided(best, ranked, round_):
+                break
+        supports = tuple(zip(claims, best, strict=True))
+        assessment = Assessment(support=min(best), prompt_tokens=prompt_tokens, claims=supports)
+        return assessment, readings
+
+    def _settled(self, support: float) -> bool:
+        """Whether a claim this well supported needs no further chunk: at ``grounded_at``
+        it is grounded whatever another chunk says (a claim's support is its best chunk's)."""
+        return self._stop_at is not None and support >= self._stop_at[0]
+
+    def _decided(self, best: list[float], ranked: list[list[int]], round_: int) -> bool:
+        """Whether a claim with every chunk read falls below ``not_grounded_below``: the
+        response is then not grounded, whatever the other claims' next chunks say."""
+        if self._stop_at is None:
+            return False
+        return any(
+            support < self._stop_at[1] and len(order) <= round_ + 1
+            for support, order in zip(best, ranked, strict=True)
         )

@@ -49,7 +49,9 @@ class GroundednessService:
     def __init__(self, reader: JudgeReader, calibration: JudgeCalibration) -> None:
         self.reader = reader
         self.calibration = calibration
-        self.judge = GroundednessJudge(reader.engine, contrast=calibration.contrast)
+        self.judge = GroundednessJudge(
+            reader.engine, questions=calibration.questions, stop_at=calibration.thresholds
+        )
 
     def judge_request(self, request: ChatCompletionRequest) -> tuple[Verdict, Assessment]:
         """The verdict on a check request, and the judge's assessment behind it.

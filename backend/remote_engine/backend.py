@@ -58,8 +58,8 @@ def engine_calibration(settings: EngineSettings, model: str) -> JudgeCalibration
     if not_grounded_below is None:
         not_grounded_below = grounded_at
     # A model of unknown strength: the questions of the strongest calibration.
-    contrast = CALIBRATIONS[("default", "llama.cpp")].contrast
-    return JudgeCalibration(grounded_at, not_grounded_below, contrast=contrast)  # type: ignore[arg-type]
+    questions = CALIBRATIONS[("default", "llama.cpp")].questions
+    return JudgeCalibration(grounded_at, not_grounded_below, questions)  # type: ignore[arg-type]
 
 
 class EngineBackend(ServicesBackend):

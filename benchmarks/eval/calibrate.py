@@ -1,42 +1,51 @@
-"""Calibrate the groundedness thresholds of a profile on the groundedness set.
+"""Calibrate the groundedness judge of a profile: which questions it asks, and its thresholds.
 
     .venv/bin/python -m benchmarks.eval.calibrate --profile small
     .venv/bin/python -m benchmarks.eval.calibrate --profile default --set groundedness_v2.jsonl
     .venv/bin/python -m benchmarks.eval.calibrate --engine-url http://host:8080 \
         --engine-chat-model Qwen/Qwen2.5-7B-Instruct
 
+Reads every pair of the calibration sets (by default the first set and the second set's train
+split; the second set's test split is never read to choose anything) with the judge asking
+every question (``backend.groundedness.prompts.QUESTIONS``) of every chunk it would read, and
+keeps each (claim, chunk) reading. From those stored readings it then chooses, without reading
+the model again, which questions to ask (``QUESTION_SETS``) and the thresholds
+(``choose_thresholds``), and cross-validates the whole choice on folds fixed per context
+(``fold_of``): every fold is scored by questions and thresholds chosen on the other folds
+alone. It writes ``calibration-<profile>-<reader>.json`` (the reader is what evaluated the
+judge's prompts on this machine: ``llama.cpp`` or ``transformers``; ``CORE_GROUNDEDNESS_ENGINE``
+picks), whose questions and thresholds go into
+``backend.groundedness.calibration.CALIBRATIONS``.
+
 With ``--engine-url`` the judge's prompts are read by an OpenAI-compatible engine's model
 (``backend.remote_engine``): the thresholds printed are the ``grounded_at`` and
 ``not_grounded_below`` to pass with that engine (``backend.connect(engine_url=...,
 grounded_at=..., not_grounded_below=...)``, or ``serve --grounded-at ...``), written to
 ``calibration-engine-<model>.json``.
-
-Runs the judge (``backend.groundedness.judge``) on every pair, keeps each pair's support (the
-weakest claim's P(yes)) and writes them with the chosen thresholds to
-``calibration-<profile>-<reader>.json`` (``-<set>`` added for another set than the first; of
-a set with splits only the train split is read, and cross-validated on its own folds), where
-the reader is what evaluated the judge's prompts
-on this machine (``llama.cpp`` or ``transformers``; ``CORE_GROUNDEDNESS_ENGINE`` picks). The
-thresholds are chosen by ``choose_thresholds``; copy them into
-``backend.groundedness.calibration.CALIBRATIONS``.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
-import random
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tqdm import tqdm
+
 from benchmarks.eval import metrics
 from benchmarks.eval.run_eval import EVAL_DIR, load_jsonl, summarise_groundedness
 
-#: The first groundedness set, which has no splits; ``groundedness_v2.jsonl`` has.
-DEFAULT_SET = "groundedness.jsonl"
+#: The sets a calibration reads: the first whole, the second's train split.
+DEFAULT_SETS = ("groundedness.jsonl", "groundedness_v2.jsonl")
+#: The choices of questions a calibration compares (``prompts.QUESTIONS``); the contrast
+#: question alone is no judge (``prompts.CONTRAST``).
+QUESTION_SETS = (("support",), ("support", "contrast"))
+#: Folds of the cross-validation; the second set's rows carry theirs.
+FOLDS = 5
 #: Most notSure verdicts tolerated on clear cases when widening the band (issue 19: 5%).
 MAX_NOT_SURE_CLEAR = 0.05
 #: How many times more often than on clear cases a band must say notSure on ambiguous ones
@@ -98,76 +107,107 @@ def choose_thresholds(rows: Sequence[dict[str, Any]]) -> dict[str, float]:
     }
 
 
-def cross_validated_accuracy(
-    rows: Sequence[dict[str, Any]], folds: int = 5, seeds: int = 10
-) -> float:
-    """Balanced accuracy on the clear pairs with thresholds chosen without the pair judged.
+def support_of(row: dict[str, Any], questions: Sequence[str]) -> float:
+    """The judge's support for a stored pair had it asked ``questions`` (the judge's own
+    rule, ``judge.chunk_support``, replayed on the stored readings)."""
+    from backend.groundedness.judge import chunk_support
+    from backend.groundedness.prompts import QUESTIONS
 
-    The thresholds are fitted on the same set they are reported on; this is the estimate
-    for pairs the calibration never saw: ``folds``-fold, averaged over ``seeds`` shuffles
-    (every fit also sees the ambiguous pairs, which decide whether a notSure band is kept).
-    Rows that carry their own ``fold`` (the second set's, fixed per context) are scored on
-    those folds instead (``fixed_fold_accuracy``).
-    """
-    if rows and all(r.get("fold") is not None for r in rows):
-        return fixed_fold_accuracy(rows)
-    clear = [r for r in rows if r["clear"]]
-    ambiguous = [r for r in rows if not r["clear"]]
-    scores = []
-    for seed in range(seeds):
-        order = list(range(len(clear)))
-        random.Random(seed).shuffle(order)
-        verdicts = [""] * len(clear)
-        for fold in range(folds):
-            held_out = set(order[fold::folds])
-            fitted_on = [r for i, r in enumerate(clear) if i not in held_out] + ambiguous
-            chosen = choose_thresholds(fitted_on)
-            for i in held_out:
-                verdicts[i] = metrics.threshold_verdict(
-                    clear[i]["support"], chosen["grounded_at"], chosen["not_grounded_below"]
-                )
-        scores.append(metrics.balanced_accuracy([r["label"] for r in clear], verdicts))
-    return sum(scores) / len(scores)
+    asked = [QUESTIONS[name] for name in questions]
+    best = [0.0] * row["claims"]
+    for reading in row["readings"]:
+        support = chunk_support(reading["p_yes"], asked)
+        best[reading["claim"]] = max(best[reading["claim"]], support)
+    return min(best)
 
 
-def fixed_fold_accuracy(rows: Sequence[dict[str, Any]]) -> float:
-    """Balanced accuracy on the clear pairs, each scored with thresholds fitted on the other
-    folds' pairs (clear and ambiguous): no fit sees a context its fold is scored on."""
-    verdicts = {}
+def with_supports(rows: Sequence[dict[str, Any]], questions: Sequence[str]) -> list[dict]:
+    return [{**row, "support": support_of(row, questions)} for row in rows]
+
+
+def choose_calibration(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The questions (of ``QUESTION_SETS``) whose supports give the best balanced accuracy
+    on these rows, and their thresholds."""
+    fitted = []
+    for questions in QUESTION_SETS:
+        chosen = choose_thresholds(with_supports(rows, questions))
+        fitted.append({"questions": list(questions), **chosen})
+    return max(fitted, key=lambda c: (c["balanced_accuracy"], -len(c["questions"])))
+
+
+def cross_validated(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """Every fold judged by the questions and thresholds ``choose_calibration`` picks on the
+    other folds (clear and ambiguous pairs): the figures to expect on pairs the calibration
+    never saw. Returns the verdict of every row by id, and the summary figures."""
+    verdicts: dict[str, str] = {}
     for fold in sorted({r["fold"] for r in rows}):
-        chosen = choose_thresholds([r for r in rows if r["fold"] != fold])
-        for r in rows:
-            if r["fold"] == fold and r["clear"]:
-                verdicts[r["id"]] = metrics.threshold_verdict(
-                    r["support"], chosen["grounded_at"], chosen["not_grounded_below"]
+        chosen = choose_calibration([r for r in rows if r["fold"] != fold])
+        for row in rows:
+            if row["fold"] == fold:
+                support = support_of(row, chosen["questions"])
+                verdicts[row["id"]] = metrics.threshold_verdict(
+                    support, chosen["grounded_at"], chosen["not_grounded_below"]
                 )
-    clear = [r for r in rows if r["clear"]]
-    return metrics.balanced_accuracy(
-        [r["label"] for r in clear], [verdicts[r["id"]] for r in clear]
-    )
+    return verdicts
 
 
-def calibration_cases(set_name: str) -> list[dict[str, Any]]:
-    """The pairs a calibration reads from ``set_name``: all of a set without splits, the
-    train split of one with them (its test split is never read to choose anything)."""
-    cases = load_jsonl(set_name)
-    return [case for case in cases if case.get("split", "train") == "train"]
+def fold_of(case: dict[str, Any], contexts: Sequence[str]) -> int:
+    """The case's own fold (the second set's, fixed per context), else its context's place
+    among the set's distinct contexts, dealt round-robin: no fold shares a context with
+    another."""
+    if case.get("fold") is not None:
+        return int(case["fold"])
+    return contexts.index(case["context"]) % FOLDS
 
 
-def collect_supports(
-    profile: str,
-    limit: int | None = None,
-    *,
-    contrast: bool = True,
-    engine: dict[str, Any] | None = None,
-    set_name: str = DEFAULT_SET,
-) -> tuple[str, list[dict[str, Any]]]:
-    """The reader of the judge's prompts, and each pair's support as that reader gives it
-    (with or without the contrast question, ``backend.groundedness.CONTRAST``). ``engine``:
-    ``engine_url``, ``chat_model`` and ``engine_api_key`` of an engine to read them instead."""
+def calibration_cases(set_names: Sequence[str], limit: int | None = None) -> list[dict[str, Any]]:
+    """The pairs a calibration reads (the first ``limit`` of each set): all of a set without
+    splits, the train split of one with them (its test split is never read to choose
+    anything); each with its set and fold. Ids are made unique across sets by the set's name."""
+    cases = []
+    for set_name in set_names:
+        rows = [c for c in load_jsonl(set_name) if c.get("split", "train") == "train"][:limit]
+        contexts = list(dict.fromkeys(c["context"] for c in rows))
+        for case in rows:
+            cases.append(
+                {
+                    **case,
+                    "id": f"{Path(set_name).stem}:{case['id']}",
+                    "set": set_name,
+                    "fold": fold_of(case, contexts),
+                }
+            )
+    return cases
+
+
+def collect_readings(judge: Any, cases: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Every (claim, chunk) reading of every case by ``judge`` (which asks every question and
+    reads every chunk), with the case's fields that the figures need."""
+    rows = []
+    for case in tqdm(cases, desc="judge readings", unit="pair"):
+        started = time.perf_counter()
+        assessment, readings = judge.read(case["context"], case["response"])
+        rows.append(
+            {
+                **{k: case[k] for k in ("id", "set", "fold", "label", "clear", "long_context")},
+                **{k: case[k] for k in ("language", "category")},
+                "claims": len(assessment.claims),
+                "readings": [
+                    {"claim": r.claim, "chunk": r.chunk, "p_yes": r.p_yes} for r in readings
+                ],
+                "prompt_tokens": assessment.prompt_tokens,
+                "seconds": time.perf_counter() - started,
+            }
+        )
+    return rows
+
+
+def make_judge(profile: str, engine: dict[str, Any] | None) -> tuple[str, Any]:
+    """The name of the reader of the judge's prompts, and a judge reading with it that asks
+    every question of every chunk. ``engine``: ``engine_url``, ``chat_model`` and
+    ``engine_api_key`` of an engine to read them instead of the profile's local reader."""
     from backend.groundedness.judge import GroundednessJudge
-    from backend.groundedness.service import JudgeReader
-    from backend.local import InProcessBackend
+    from backend.groundedness.prompts import QUESTIONS
 
     if engine:
         from backend.remote_engine.api import EngineAPI
@@ -179,58 +219,64 @@ def collect_supports(
         )
         model = engine.get("chat_model") or api.only_model("chat model")
         reading = EngineYesNoReading(api, model, embedded_chat_tokenizer("small"))
-        reader = JudgeReader(reading)
-    else:
-        reader = InProcessBackend(profile=profile).judge_reader()
-    judge = GroundednessJudge(reader.engine, contrast=contrast)
-    rows = []
-    for case in calibration_cases(set_name)[:limit]:
-        started = time.perf_counter()
-        judgement = judge.assess(case["context"], case["response"])
-        rows.append(
-            {
-                "id": case["id"],
-                "label": case["label"],
-                "clear": case["clear"],
-                "long_context": case["long_context"],
-                "fold": case.get("fold"),
-                "support": judgement.support,
-                "claims": [list(c) for c in judgement.claims],
-                "prompt_tokens": judgement.prompt_tokens,
-                "seconds": time.perf_counter() - started,
-            }
+        return f"engine-{model.replace('/', '--')}", GroundednessJudge(
+            reading, questions=list(QUESTIONS)
         )
-        print(f"{case['id']} {case['label']:<12} {judgement.support:.3f}", flush=True)
-    kind = f"engine-{reading.model.replace('/', '--')}" if engine else reader.kind
-    return kind, rows
+    from backend.local import InProcessBackend
+
+    reader = InProcessBackend(profile=profile).judge_reader()
+    return reader.kind, GroundednessJudge(reader.engine, questions=list(QUESTIONS))
+
+
+def report(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    """The chosen calibration, fitted on every row, and the cross-validated figures: over all
+    rows and over each set's rows (``summarise_at``)."""
+    chosen = choose_calibration(rows)
+    verdicts = cross_validated(rows)
+    fitted = {
+        r["id"]: metrics.threshold_verdict(
+            support_of(r, chosen["questions"]), chosen["grounded_at"], chosen["not_grounded_below"]
+        )
+        for r in rows
+    }
+    sets = sorted({r["set"] for r in rows})
+    return {
+        **chosen,
+        "cross_validated": summarise_at(rows, verdicts),
+        "cross_validated_by_set": {
+            s: summarise_at([r for r in rows if r["set"] == s], verdicts) for s in sets
+        },
+        "fitted_by_set": {
+            s: summarise_at([r for r in rows if r["set"] == s], fitted) for s in sets
+        },
+    }
+
+
+def summarise_at(rows: Sequence[dict[str, Any]], verdicts: dict[str, str]) -> dict[str, Any]:
+    """The groundedness figures of ``run_eval`` for these rows given these verdicts."""
+    return summarise_groundedness([{**r, "verdict": verdicts[r["id"]]} for r in rows])
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", choices=("default", "small"), default="small")
-    parser.add_argument("--limit", type=int, default=None)
+    parser.add_argument("--limit", type=int, default=None, help="first N pairs of each set")
     parser.add_argument(
         "--set",
-        default=DEFAULT_SET,
-        help="pairs file in benchmarks/eval (of a set with splits, its train split only)",
+        action="append",
+        dest="sets",
+        help="pairs file in benchmarks/eval, repeatable (of a set with splits, its train "
+        f"split only; default: {' and '.join(DEFAULT_SETS)})",
     )
-    parser.add_argument("--supports", type=Path, default=None, help="reuse a calibration file")
+    parser.add_argument("--readings", type=Path, default=None, help="reuse a calibration file")
     parser.add_argument("--engine-url", help="read the prompts with this engine's model")
     parser.add_argument("--engine-chat-model", help="the engine's model id (default: its only one)")
     parser.add_argument("--engine-api-key", help="bearer key for the engine")
-    parser.add_argument(
-        "--contrast",
-        action=argparse.BooleanOptionalAction,
-        default=True,
-        help="also ask the contrast question (default: yes)",
-    )
     args = parser.parse_args(argv)
-    if args.supports:
-        earlier = json.loads(args.supports.read_text(encoding="utf-8"))
-        reader, rows, contrast = earlier["reader"], earlier["pairs"], earlier["contrast"]
-        set_name = earlier.get("set", DEFAULT_SET)
+    if args.readings:
+        earlier = json.loads(args.readings.read_text(encoding="utf-8"))
+        reader, rows = earlier["reader"], earlier["pairs"]
     else:
-        contrast, set_name = args.contrast, args.set
         engine = None
         if args.engine_url:
             engine = {
@@ -238,47 +284,17 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "chat_model": args.engine_chat_model,
                 "engine_api_key": args.engine_api_key,
             }
-        reader, rows = collect_supports(
-            args.profile, args.limit, contrast=contrast, engine=engine, set_name=set_name
-        )
+        reader, judge = make_judge(args.profile, engine)
+        cases = calibration_cases(args.sets or DEFAULT_SETS, args.limit)
+        rows = collect_readings(judge, cases)
     name = reader if reader.startswith("engine-") else f"{args.profile}-{reader}"
-    if set_name != DEFAULT_SET:
-        name += "-" + Path(set_name).stem
     out = EVAL_DIR / f"calibration-{name}.json"
-    chosen = choose_thresholds(rows)
-    chosen["cross_validated_balanced_accuracy"] = cross_validated_accuracy(rows)
-    summary = summarise_at(rows, chosen["grounded_at"], chosen["not_grounded_below"], set_name)
-    report = {
-        "profile": args.profile,
-        "reader": reader,
-        "contrast": contrast,
-        "set": set_name,
-        **chosen,
-        "summary_at_thresholds": summary,
-        "pairs": rows,
-    }
-    out.write_text(json.dumps(report, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
-    print(json.dumps({**chosen, "summary_at_thresholds": summary}, indent=1))
+    figures = report(rows)
+    result = {"profile": args.profile, "reader": reader, **figures, "pairs": rows}
+    out.write_text(json.dumps(result, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
+    print(json.dumps(figures, indent=1))
+    print(f"written: {out}")
     return 0
-
-
-def summarise_at(
-    rows: Sequence[dict[str, Any]], high: float, low: float, set_name: str = DEFAULT_SET
-) -> dict[str, Any]:
-    """The groundedness figures of ``run_eval`` for these supports under these thresholds:
-    the verdicts the service gives, since the judge samples nothing."""
-    cases = {c["id"]: c for c in load_jsonl(set_name)}
-    return summarise_groundedness(
-        [
-            {
-                **cases[r["id"]],
-                "verdict": metrics.threshold_verdict(r["support"], high, low),
-                "seconds": r["seconds"],
-                "prompt_tokens": r["prompt_tokens"],
-            }
-            for r in rows
-        ]
-    )
 
 
 if __name__ == "__main__":

