@@ -12,11 +12,19 @@ import tempfile
 from pathlib import Path
 
 from backend.testing.servers import ServerProcess
-from benchmarks import chat, constrained_json, embeddings, machine, serving, transformers_batching
+from benchmarks import (
+    chat,
+    constrained_json,
+    embeddings,
+    judge_speed,
+    machine,
+    serving,
+    transformers_batching,
+)
 from benchmarks.measure import Figure, print_table, write_results
 
 RESULTS = Path(__file__).with_name("results.json")
-GROUPS = ["machine", "chat", "constrained", "embeddings", "server", "transformers"]
+GROUPS = ["machine", "chat", "constrained", "embeddings", "server", "transformers", "judge"]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -101,6 +109,11 @@ def main(argv: list[str] | None = None) -> int:
                 done(
                     embeddings.inprocess_vs_sentence_transformers(args.repeats, bench.engine.device)
                 )
+
+    if "judge" in groups:
+        # Each side in processes of its own, after this process has freed its models.
+        done(*judge_speed.judge_figures(args.profile, args.repeats))
+        print("\n".join(judge_speed.accuracy_lines(args.profile)), end="\n\n", flush=True)
 
     print("All figures:\n")
     print_table(figures)
