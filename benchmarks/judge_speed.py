@@ -58,11 +58,16 @@ print(json.dumps(timed))
 
 def worktree(commit: str, folder: Path) -> Path:
     """A checkout of ``commit`` in ``folder`` (a detached ``git worktree``)."""
-    subprocess.run(
+    done = subprocess.run(
         ["git", "-C", str(ROOT), "worktree", "add", "--detach", str(folder), commit],
-        check=True,
         capture_output=True,
+        text=True,
     )
+    if done.returncode != 0:
+        raise SystemExit(
+            f"the judge's baseline is the tree at {commit}, which git could not check out "
+            f"(a shallow clone lacks it: git fetch --unshallow): {done.stderr.strip()}"
+        )
     return folder
 
 
