@@ -28,13 +28,13 @@ pytestmark = pytest.mark.model
 
 # Floors per profile, the figures measured on the subset in the comments. The judge's reader
 # depends on the CPU (a bf16 copy with AMX, llama.cpp elsewhere; each with its calibrated
-# thresholds), so the groundedness floors sit a case below the lower of the two readers (the
-# bf16 figures replay the supports in calibration-<profile>-transformers.json, measured on an
-# AMX CPU, at the thresholds configured for that reader).
+# thresholds), so the groundedness floors sit a case below the lower of the two readers (both
+# figures replay the supports in calibration-<profile>-<reader>.json at the thresholds
+# configured for that reader).
 FLOORS: dict[str, dict[str, float]] = {
     "default": {
-        "groundedness_balanced_accuracy": 0.73,  # measured 0.866 (llama.cpp), 0.795 (bf16)
-        "groundedness_not_sure_clear_ceiling": 0.14,  # measured 0.0 (llama.cpp), 0.067 (bf16)
+        "groundedness_balanced_accuracy": 0.72,  # measured 0.795 (llama.cpp), 0.786 (bf16)
+        "groundedness_not_sure_clear_ceiling": 0.14,  # measured 0.0 with either (no band)
         "tool_parse": 1.0,  # measured 1.0: calls are decoded under the schema
         "tool_schema_valid": 1.0,  # measured 1.0
         "tool_right_function": 0.75,  # measured 1.0 (4 calls); one miss allowed
@@ -42,8 +42,8 @@ FLOORS: dict[str, dict[str, float]] = {
         "tool_false_call_ceiling": 0.5,  # measured 0.0; one of the two no-tool cases allowed
     },
     "small": {
-        "groundedness_balanced_accuracy": 0.65,  # measured 0.723 with either reader
-        "groundedness_not_sure_clear_ceiling": 0.14,  # measured 0.0 with either (no band)
+        "groundedness_balanced_accuracy": 0.6,  # measured 0.723 (llama.cpp), 0.652 (bf16)
+        "groundedness_not_sure_clear_ceiling": 0.14,  # measured 0.0 (llama.cpp), 0.067 (bf16)
         "tool_parse": 0.83,  # measured 1.0; one case in 6 allowed
         "tool_schema_valid": 1.0,  # measured 1.0
         "tool_right_function": 0.5,  # measured 0.75 (3 of the 4 calls)
