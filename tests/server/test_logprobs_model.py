@@ -2,10 +2,10 @@
 ``service`` fixture runs each test on both), and read by the official ``openai`` SDK.
 
 The streamed and whole answers are two generations: their tokens must be the same, and
-their numbers equal to within llama.cpp's rounding. That rounding moves with what the shared
-KV cache holds (README, "Models and configuration"): by 0.01 on a logprob when one answer
-evaluates the whole prompt and the other reuses it from the cache, so both are asked once the
-prompt is already cached.
+their numbers equal to within llama.cpp's rounding, which moves with where the shared KV cache
+places a request and what else it holds (README, "Models and configuration"): in CI one token's
+logprob read -0.2973 in one answer and -0.3088 in the other, either way round, with the prompt
+cached beforehand or not.
 """
 
 from __future__ import annotations
@@ -22,6 +22,9 @@ pytestmark = pytest.mark.model
 
 #: Float32 rounding: the top 20 probabilities of a near-certain token can sum to 1 + 1e-7.
 ROUNDING = 1e-6
+#: How far a logprob moves with the cache's state (0.0116 seen, module docstring); a number
+#: read at the wrong position or after another prompt is off by far more.
+CACHE_ROUNDING = 0.03
 ASK = {
     "model": "core-1-mini-chat",
     "messages": [{"role": "user", "content": "Say good morning in Japanese, then in French."}],
@@ -79,7 +82,6 @@ def test_each_positions_top_probabilities_sum_to_at_most_one(service):
 
 
 def test_streamed_entries_equal_the_whole_answers(service):
-    service.chat(ASK)  # the prompt into the cache, so that both answers below reuse it
     whole = service.chat(ASK).choices[0]
     with service.stream_chat(ASK) as stream:
         chunks = list(stream)
@@ -88,7 +90,7 @@ def test_streamed_entries_equal_the_whole_answers(service):
         (e.token, e.bytes) for e in whole.logprobs.content
     ]
     for got, expected in zip(streamed, whole.logprobs.content, strict=True):
-        assert got.logprob == pytest.approx(expected.logprob, abs=1e-3)
+        assert got.logprob == pytest.approx(expected.logprob, abs=CACHE_ROUNDING)
         assert [t.token for t in got.top_logprobs] == [t.token for t in expected.top_logprobs]
     for chunk in chunks[1:]:  # each chunk: the entries of the tokens behind its delta
         choice = chunk.choices[0]
