@@ -3,9 +3,11 @@
 
 The streamed and whole answers are two generations: their tokens must be the same, and
 their numbers equal to within llama.cpp's rounding, which moves with where the shared KV cache
-places a request and what else it holds (README, "Models and configuration"): in CI one token's
-logprob read -0.2973 in one answer and -0.3088 in the other, either way round, with the prompt
-cached beforehand or not.
+places a request, what else it holds and what is decoded beside it (README, "Models and
+configuration"): in CI runs one token's logprob read -0.2973 in one answer and -0.3088 in the
+other, either way round, and another -0.588 against -0.637. The tokens and the ranking of
+each position's alternatives must match exactly; the numbers to within 0.1, which still
+catches a number read at the wrong position, after another prompt, or in another base.
 """
 
 from __future__ import annotations
@@ -22,9 +24,8 @@ pytestmark = pytest.mark.model
 
 #: Float32 rounding: the top 20 probabilities of a near-certain token can sum to 1 + 1e-7.
 ROUNDING = 1e-6
-#: How far a logprob moves with the cache's state (0.0116 seen, module docstring); a number
-#: read at the wrong position or after another prompt is off by far more.
-CACHE_ROUNDING = 0.03
+#: How far a logprob may move with the cache's state (0.049 seen, module docstring).
+CACHE_ROUNDING = 0.1
 ASK = {
     "model": "core-1-mini-chat",
     "messages": [{"role": "user", "content": "Say good morning in Japanese, then in French."}],
