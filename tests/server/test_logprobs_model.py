@@ -5,9 +5,10 @@ The streamed and whole answers are two generations: their tokens must be the sam
 their numbers equal to within llama.cpp's rounding, which moves with where the shared KV cache
 places a request, what else it holds and what is decoded beside it (README, "Models and
 configuration"): in CI runs one token's logprob read -0.2973 in one answer and -0.3088 in the
-other, either way round, and another -0.588 against -0.637. The tokens and the ranking of
-each position's alternatives must match exactly; the numbers to within 0.1, which still
-catches a number read at the wrong position, after another prompt, or in another base.
+other, either way round, and another -0.588 against -0.637; two near-tied alternatives
+swapped places. The tokens must match exactly, the alternatives and all numbers to within
+0.1, which still catches a number read at the wrong position, after another prompt, or in
+another base.
 """
 
 from __future__ import annotations
@@ -82,6 +83,17 @@ def test_each_positions_top_probabilities_sum_to_at_most_one(service):
             assert entry.token in [top.token for top in entry.top_logprobs]
 
 
+def _assert_same_alternatives(got, expected) -> None:
+    """The same alternatives with the same numbers, to within the cache's rounding: near-ties
+    may swap places, and a token at the edge of one list may stand just outside the other."""
+    others = {top.token: top.logprob for top in expected}
+    for top in got:
+        if top.token in others:
+            assert top.logprob == pytest.approx(others[top.token], abs=CACHE_ROUNDING)
+        else:
+            assert top.logprob <= expected[-1].logprob + CACHE_ROUNDING
+
+
 def test_streamed_entries_equal_the_whole_answers(service):
     whole = service.chat(ASK).choices[0]
     with service.stream_chat(ASK) as stream:
@@ -92,7 +104,7 @@ def test_streamed_entries_equal_the_whole_answers(service):
     ]
     for got, expected in zip(streamed, whole.logprobs.content, strict=True):
         assert got.logprob == pytest.approx(expected.logprob, abs=CACHE_ROUNDING)
-        assert [t.token for t in got.top_logprobs] == [t.token for t in expected.top_logprobs]
+        _assert_same_alternatives(got.top_logprobs, expected.top_logprobs)
     for chunk in chunks[1:]:  # each chunk: the entries of the tokens behind its delta
         choice = chunk.choices[0]
         if choice.delta.content:
