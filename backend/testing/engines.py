@@ -131,7 +131,7 @@ class EchoChatEngine(ScriptedChatEngine):
     def next_token_logprobs(
         self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]
     ) -> list[float]:
-        # the question asked last (worked examples may come before it)
+        # the document, claim and question of the judge's prompt
         prompt = self.tokenizer.decode(prompt_ids)
         document, _, rest = prompt.rpartition("Document:\n")[2].partition("\n\nClaim: ")
         claim, _, question = rest.partition("\n\n")

@@ -192,7 +192,7 @@ def test_scoring_runs_between_decode_steps_and_matches_a_lone_scoring(engine):
 
 def judge_prompts(reader: YesNoReader, context: str, claims: list[str]) -> list[list[int]]:
     """The judge's prompts for each claim against the context (both questions): they share
-    the instruction, the worked examples and the context."""
+    the instruction and the context."""
     return [
         reader.prompt_ids(judge_prompt(context, claim, question))
         for claim in claims

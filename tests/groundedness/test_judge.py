@@ -17,7 +17,7 @@ BOTH = ("support", "contrast")
 
 
 def last_pair(prompt: str) -> tuple[str, str, str]:
-    """The document, claim and question asked last (worked examples come before them)."""
+    """The document, claim and question of the prompt (the last, should it hold several)."""
     return re.findall(r"Document:\n(.*?)\n\nClaim: (.*?)\n\n(.*?\?)", prompt, re.S)[-1]
 
 
