@@ -1,4 +1,4 @@
-"""Embedding rows on Ray Data (``backend.ray_data.embed_dataset``) against ``BulkRunner`` in
+"""Embedding rows on Ray Data (``backend.bulk.ray_data.embed_dataset``) against ``BulkRunner`` in
 one process, on the same texts in the same run.
 
 python -m benchmarks.ray_data [--profile small|default] [--rows 1000] [--repeats 3]
@@ -38,7 +38,7 @@ def ray_data_vs_bulk_runner(profile: str, rows: int, repeats: int) -> list[Figur
     """texts/s of ``embed_dataset`` in each variant against ``BulkRunner`` (the baseline)."""
     import ray
 
-    from backend.ray_data import embed_dataset
+    from backend.bulk.ray_data import embed_dataset
 
     cpus = os.cpu_count() or 1
     texts = mixed_texts(rows)

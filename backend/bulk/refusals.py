@@ -2,8 +2,8 @@
 rows is split to find the rows it refused.
 
 Both bulk front-ends ask these, so that they agree on what a bad row is: ``BulkRunner``
-stops at the first refused row (after keeping the others' results), and ``backend.ray_data``
-writes its message in the row's ``error`` column and goes on.
+stops at the first refused row (after keeping the others' results), and
+``backend.bulk.ray_data`` writes its message in the row's ``error`` column and goes on.
 """
 
 from __future__ import annotations

@@ -20,7 +20,7 @@ pytest.importorskip("ray.data")
 
 from backend.bulk import BulkRunner  # noqa: E402
 from backend.protocol.limits import MAX_EMBEDDING_INPUTS  # noqa: E402
-from backend.ray_data import check_groundedness_dataset, embed_dataset  # noqa: E402
+from backend.bulk.ray_data import check_groundedness_dataset, embed_dataset  # noqa: E402
 from backend.testing import RecordingBackend, offline_backend  # noqa: E402
 from backend.testing.servers import RunningServer, running_server  # noqa: E402
 from benchmarks.texts import mixed_texts  # noqa: E402
@@ -145,9 +145,9 @@ def test_a_missing_ray_names_the_extra_to_install(monkeypatch: pytest.MonkeyPatc
     import sys
 
     monkeypatch.setitem(sys.modules, "ray.data", None)  # as if not installed
-    monkeypatch.delitem(sys.modules, "backend.ray_data")
+    monkeypatch.delitem(sys.modules, "backend.bulk.ray_data")
     with pytest.raises(ImportError, match=r"pip install 'core-textmodels\[ray\]'"):
-        importlib.import_module("backend.ray_data")
+        importlib.import_module("backend.bulk.ray_data")
 
 
 # ---------------------------------------------------------------- the small models in actors

@@ -33,7 +33,7 @@ try:
     import ray.data
 except ImportError as exc:  # pragma: no cover - depends on the installed extras
     raise ImportError(
-        "backend.ray_data runs on Ray Data, which is not installed: "
+        "backend.bulk.ray_data runs on Ray Data, which is not installed: "
         "pip install 'core-textmodels[ray]'"
     ) from exc
 import numpy as np
