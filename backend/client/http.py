@@ -14,17 +14,17 @@ response has begun (``backend.client.streams``).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import httpx
 from pydantic import BaseModel, ValidationError
 
 from backend.client.streams import async_chunk_stream, chunk_stream
 from backend.client.transport import (
-    DEFAULT_CONNECT_TIMEOUT,
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
     RetryingTransport,
+    TransportOptions,
 )
 from backend.interface import (
     AsyncChatStream,
@@ -37,6 +37,9 @@ from backend.protocol.catalogue import DEFAULT_CHAT_MODEL
 from backend.protocol.errors import InternalServerError, NotImplementedByBackendError
 from backend.protocol.schemas import ChatCompletion, EmbeddingList, ModelList
 from backend.protocol.tokenize import COUNTED_CHAT_FIELDS, TokenizeRequest, TokenizeResponse
+
+if TYPE_CHECKING:
+    from typing_extensions import Unpack  # typing's own from Python 3.11
 
 API_PATH = "/v1/core"
 __all__ = ["DEFAULT_MAX_RETRIES", "DEFAULT_TIMEOUT", "HTTPBackend", "normalise_base_url"]
@@ -82,34 +85,19 @@ class HTTPBackend(Backend):
     Args:
         base_url: ``http://host:port`` or ``http://host:port/v1/core``.
         api_key: the bearer key; None sends no Authorization header.
-        timeout: seconds for each read, write and pool wait (and between stream events).
-        connect_timeout: seconds to establish a connection.
-        max_retries: retries after the first attempt; 0 means exactly one attempt.
-        http_client / async_http_client: clients to use instead of the pooled ones this
-            backend creates on first use; the caller keeps ownership and closes them.
+        **options: the transport's, with its defaults (``backend.client.transport``):
+            ``timeout`` (seconds for each read, write and pool wait, and between stream
+            events), ``connect_timeout``, ``max_retries`` (after the first attempt) and
+            ``http_client`` / ``async_http_client`` (clients to use instead of the pooled
+            ones created on first use; the caller keeps ownership and closes them).
     """
 
     def __init__(
-        self,
-        base_url: str,
-        api_key: str | None = None,
-        timeout: float = DEFAULT_TIMEOUT,
-        connect_timeout: float = DEFAULT_CONNECT_TIMEOUT,
-        max_retries: int = DEFAULT_MAX_RETRIES,
-        http_client: httpx.Client | None = None,
-        async_http_client: httpx.AsyncClient | None = None,
+        self, base_url: str, api_key: str | None = None, **options: Unpack[TransportOptions]
     ) -> None:
-        self._transport = RetryingTransport(
-            normalise_base_url(base_url),
-            api_key,
-            timeout,
-            connect_timeout,
-            max_retries,
-            http_client,
-            async_http_client,
-        )
+        self._transport = RetryingTransport(normalise_base_url(base_url), api_key, **options)
         self.base_url = self._transport.base_url
-        self.max_retries = max_retries
+        self.max_retries = self._transport.max_retries
         self._send = self._transport.send
         self._asend = self._transport.asend
 

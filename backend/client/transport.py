@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from typing import Any
+from typing import Any, TypedDict
 
 import httpx
 
@@ -28,6 +28,17 @@ from backend.protocol.errors import CoreError
 DEFAULT_TIMEOUT = 60.0
 DEFAULT_MAX_RETRIES = 2
 DEFAULT_CONNECT_TIMEOUT = 5.0
+
+
+class TransportOptions(TypedDict, total=False):
+    """The keywords of ``RetryingTransport`` after the address and key, for a client that
+    passes them on (``HTTPBackend``): its signature holds their defaults."""
+
+    timeout: float
+    connect_timeout: float
+    max_retries: int
+    http_client: httpx.Client | None
+    async_http_client: httpx.AsyncClient | None
 
 
 class RetryingTransport:
