@@ -24,16 +24,23 @@ def pooling_engine() -> Iterator[RunningEngine]:
         yield engine
 
 
+@pytest.fixture(scope="package")
+def engine_options(chat_engine, pooling_engine) -> dict[str, str]:
+    """The options that put the service on both engines (``backend.connect``, the adapters,
+    ``EngineBackend``), with the small profile's calibration reused (the engine serves those
+    weights)."""
+    return {
+        "engine_url": chat_engine.url,
+        "chat_model": chat_engine.model,
+        "embeddings_url": pooling_engine.url,
+        "embedding_model": pooling_engine.model,
+        "judge_calibration": "small",
+    }
+
+
 @pytest.fixture
-def engine_backend(chat_engine, pooling_engine) -> Iterator[EngineBackend]:
-    """The service on both engines, as ``backend.connect(engine_url=...)`` builds it, with the
-    small profile's calibration reused (the engine serves those weights)."""
-    service = EngineBackend(
-        engine_url=chat_engine.url,
-        chat_model=chat_engine.model,
-        embeddings_url=pooling_engine.url,
-        embedding_model=pooling_engine.model,
-        judge_calibration="small",
-    )
+def engine_backend(engine_options) -> Iterator[EngineBackend]:
+    """The service on both engines, as ``backend.connect(engine_url=...)`` builds it."""
+    service = EngineBackend(**engine_options)
     yield service
     service.close()

@@ -22,30 +22,13 @@ CONTEXT = "The museum opens at 10:00 and closes at 18:00 every day except Monday
 
 
 @pytest.fixture(scope="module")
-def gateway(chat_engine, pooling_engine):
+def gateway(engine_options):
     from backend.remote_engine import EngineBackend
 
-    service = EngineBackend(
-        engine_url=chat_engine.url,
-        chat_model=chat_engine.model,
-        embeddings_url=pooling_engine.url,
-        embedding_model=pooling_engine.model,
-        judge_calibration="small",
-    )
+    service = EngineBackend(**engine_options)
     with running_server(service) as running:
         yield running
     service.close()
-
-
-@pytest.fixture
-def engine_options(chat_engine, pooling_engine) -> dict:
-    return {
-        "engine_url": chat_engine.url,
-        "chat_model": chat_engine.model,
-        "embeddings_url": pooling_engine.url,
-        "embedding_model": pooling_engine.model,
-        "judge_calibration": "small",
-    }
 
 
 def test_the_openai_sdk_chats_streams_calls_tools_and_embeds(gateway):
