@@ -38,7 +38,7 @@ def ray_data_vs_bulk_runner(profile: str, rows: int, repeats: int) -> list[Figur
     """texts/s of ``embed_dataset`` in each variant against ``BulkRunner`` (the baseline)."""
     import ray
 
-    from backend.bulk.ray_data import embed_dataset
+    from backend.bulk.ray_data import ActorPool, embed_dataset
 
     cpus = os.cpu_count() or 1
     texts = mixed_texts(rows)
@@ -63,7 +63,8 @@ def ray_data_vs_bulk_runner(profile: str, rows: int, repeats: int) -> list[Figur
         options = {key: cpus if value == "all" else value for key, value in options.items()}
 
         def run() -> None:
-            dataset = embed_dataset(ray.data.from_items(items), profile=profile, **options)
+            pool = ActorPool(**options)
+            dataset = embed_dataset(ray.data.from_items(items), pool=pool, profile=profile)
             done = dataset.take_all()
             assert len(done) == rows and not any(row["error"] for row in done)
 

@@ -5,7 +5,8 @@
 >>> ds.write_parquet("embedded/")
 
 Each function adds its result columns to every row (the other columns are kept) in
-``map_batches`` over a pool of actors. Each actor builds one backend with
+``map_batches`` over a pool of actors (``pool=ActorPool(concurrency=8, num_cpus=4)``: how
+many, what each reserves; by default one running the models). Each actor builds one backend with
 ``backend.connect(**connect_options)``: the in-process models (loaded once per actor), a
 core-textmodels server (``base_url=...``) or an OpenAI-compatible engine (``engine_url=...``).
 The actors build it themselves from those arguments, so the same call runs on a local Ray
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import reprlib
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 try:
@@ -45,7 +47,7 @@ from backend.protocol.catalogue import InputType, embedding_model
 from backend.protocol.errors import CoreError
 from backend.protocol.limits import plan_embedding_requests
 
-__all__ = ["check_groundedness_dataset", "embed_dataset"]
+__all__ = ["ActorPool", "check_groundedness_dataset", "embed_dataset"]
 
 #: Rows per batch handed to an actor. An embedding batch is split into requests within the
 #: API's limits (at most 100 texts each), so 200 makes two full requests; a groundedness
@@ -66,16 +68,61 @@ REMOTE_OPTIONS = ("base_url", "engine_url", "embeddings_url")
 VECTOR_TYPE = pa.list_(pa.float32())
 
 
+@dataclass(frozen=True)
+class ActorPool:
+    """The actors that run a step, as ``map_batches`` takes them; apart from the
+    ``backend.connect`` options, which go to each actor.
+
+    Args:
+        concurrency: actors in the pool, or ``(min, max)`` to let Ray scale it (default: one
+            actor running the models, four sending requests to a server or engine).
+        batch_size: rows per batch an actor handles (default: the step's,
+            ``EMBEDDING_BATCH_SIZE`` or ``GROUNDEDNESS_BATCH_SIZE``).
+        num_cpus / num_gpus: reserved per actor (default: see ``IN_PROCESS_POOL``); leave
+            the cluster a CPU for the tasks that read and write the dataset.
+        ray_remote_args: more options of each actor for ``map_batches`` (``memory``,
+            ``runtime_env={"env_vars": {"CORE_CHAT_THREADS": "4"}}``...).
+    """
+
+    concurrency: int | tuple[int, int] | None = None
+    batch_size: int | None = None
+    num_cpus: float | None = None
+    num_gpus: float | None = None
+    ray_remote_args: Mapping[str, Any] | None = None
+
+    def map(
+        self,
+        dataset: ray.data.Dataset,
+        actor_class: type[_BackendActor],
+        actor_options: dict[str, Any],
+        batch_size: int,
+    ) -> ray.data.Dataset:
+        """``map_batches`` of ``actor_class(**actor_options)`` over the pool; the defaults
+        of the fields left unset come from ``_default_pool`` and ``batch_size``."""
+        actors, cpus = _default_pool(actor_options["connect_options"])
+        size = actors if self.concurrency is None else self.concurrency
+        if isinstance(size, int):
+            compute = ray.data.ActorPoolStrategy(size=size)
+        else:
+            compute = ray.data.ActorPoolStrategy(min_size=size[0], max_size=size[1])
+        return dataset.map_batches(
+            actor_class,
+            fn_constructor_kwargs=actor_options,
+            batch_format="pyarrow",
+            batch_size=self.batch_size or batch_size,
+            compute=compute,
+            num_cpus=cpus if self.num_cpus is None else self.num_cpus,
+            num_gpus=self.num_gpus,
+            **(self.ray_remote_args or {}),
+        )
+
+
 def embed_dataset(
     dataset: ray.data.Dataset,
     column: str = "text",
     kind: str = "passage",
     *,
-    concurrency: int | tuple[int, int] | None = None,
-    batch_size: int | None = None,
-    num_cpus: float | None = None,
-    num_gpus: float | None = None,
-    ray_remote_args: Mapping[str, Any] | None = None,
+    pool: ActorPool | None = None,
     error_column: str = "error",
     **connect_options: Any,
 ) -> ray.data.Dataset:
@@ -86,13 +133,7 @@ def embed_dataset(
         dataset: rows with a text ``column``.
         kind: ``"passage"`` for documents or ``"query"`` for questions: picks the catalogue
             model (``backend.protocol.catalogue.embedding_model``).
-        concurrency: actors in the pool, or ``(min, max)`` to let Ray scale it (default: one
-            actor running the models, four sending requests to a server or engine).
-        batch_size: rows per batch an actor embeds (default ``EMBEDDING_BATCH_SIZE``).
-        num_cpus / num_gpus: reserved per actor (default: see ``IN_PROCESS_POOL``); leave
-            the cluster a CPU for the tasks that read and write the dataset.
-        ray_remote_args: more options of each actor for ``map_batches`` (``memory``,
-            ``runtime_env={"env_vars": {"CORE_CHAT_THREADS": "4"}}``...).
+        pool: the actors (default ``ActorPool()``: see its fields' defaults).
         error_column: where failures go; an existing column of that name is replaced, so
             give another name when chaining this with ``check_groundedness_dataset``.
         **connect_options: for ``backend.connect`` in each actor (``profile="small"``,
@@ -104,23 +145,9 @@ def embed_dataset(
     Raises:
         ValueError: ``kind`` is neither ``"query"`` nor ``"passage"`` (raised at once).
     """
-    embedder = {
-        "connect_options": connect_options,
-        "column": column,
-        "model": embedding_model(InputType(kind)),
-        "error_column": error_column,
-    }
-    return _map(
-        dataset,
-        _Embedder,
-        embedder,
-        connect_options,
-        concurrency=concurrency,
-        batch_size=batch_size or EMBEDDING_BATCH_SIZE,
-        num_cpus=num_cpus,
-        num_gpus=num_gpus,
-        ray_remote_args=ray_remote_args,
-    )
+    model = embedding_model(InputType(kind))
+    embedder = _actor_options(connect_options, error_column, column=column, model=model)
+    return (pool or ActorPool()).map(dataset, _Embedder, embedder, EMBEDDING_BATCH_SIZE)
 
 
 def check_groundedness_dataset(
@@ -128,11 +155,7 @@ def check_groundedness_dataset(
     context_column: str = "context",
     response_column: str = "response",
     *,
-    concurrency: int | tuple[int, int] | None = None,
-    batch_size: int | None = None,
-    num_cpus: float | None = None,
-    num_gpus: float | None = None,
-    ray_remote_args: Mapping[str, Any] | None = None,
+    pool: ActorPool | None = None,
     error_column: str = "error",
     **connect_options: Any,
 ) -> ray.data.Dataset:
@@ -144,56 +167,25 @@ def check_groundedness_dataset(
     Args:
         dataset: rows with the two columns; a context is a text or a list of texts
             (retrieved documents, joined as ``Backend.check_groundedness`` joins them).
-        Others: as for ``embed_dataset`` (default ``batch_size``: ``GROUNDEDNESS_BATCH_SIZE``).
+        Others: as for ``embed_dataset`` (the pool's default ``batch_size``:
+            ``GROUNDEDNESS_BATCH_SIZE``).
     """
-    checker = {
-        "connect_options": connect_options,
-        "context_column": context_column,
-        "response_column": response_column,
-        "error_column": error_column,
-    }
-    return _map(
-        dataset,
-        _GroundednessChecker,
-        checker,
+    checker = _actor_options(
         connect_options,
-        concurrency=concurrency,
-        batch_size=batch_size or GROUNDEDNESS_BATCH_SIZE,
-        num_cpus=num_cpus,
-        num_gpus=num_gpus,
-        ray_remote_args=ray_remote_args,
+        error_column,
+        context_column=context_column,
+        response_column=response_column,
+    )
+    return (pool or ActorPool()).map(
+        dataset, _GroundednessChecker, checker, GROUNDEDNESS_BATCH_SIZE
     )
 
 
-def _map(
-    dataset: ray.data.Dataset,
-    actor_class: type,
-    constructor_kwargs: dict[str, Any],
-    connect_options: dict[str, Any],
-    *,
-    concurrency: int | tuple[int, int] | None,
-    batch_size: int,
-    num_cpus: float | None,
-    num_gpus: float | None,
-    ray_remote_args: Mapping[str, Any] | None,
-) -> ray.data.Dataset:
-    """``map_batches`` over a pool of ``actor_class``, with the defaults of ``_default_pool``."""
-    actors, cpus = _default_pool(connect_options)
-    size = actors if concurrency is None else concurrency
-    if isinstance(size, int):
-        compute = ray.data.ActorPoolStrategy(size=size)
-    else:
-        compute = ray.data.ActorPoolStrategy(min_size=size[0], max_size=size[1])
-    return dataset.map_batches(
-        actor_class,
-        fn_constructor_kwargs=constructor_kwargs,
-        batch_format="pyarrow",
-        batch_size=batch_size,
-        compute=compute,
-        num_cpus=cpus if num_cpus is None else num_cpus,
-        num_gpus=num_gpus,
-        **(ray_remote_args or {}),
-    )
+def _actor_options(
+    connect_options: dict[str, Any], error_column: str, **columns: str
+) -> dict[str, Any]:
+    """The keywords each actor is built with: what it connects to, and its columns."""
+    return {"connect_options": connect_options, "error_column": error_column, **columns}
 
 
 def _default_pool(connect_options: dict[str, Any]) -> tuple[int, float]:

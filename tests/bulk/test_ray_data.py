@@ -19,15 +19,19 @@ ray = pytest.importorskip("ray")
 pytest.importorskip("ray.data")
 
 from backend.bulk import BulkRunner  # noqa: E402
+from backend.bulk.ray_data import (  # noqa: E402
+    ActorPool,
+    check_groundedness_dataset,
+    embed_dataset,
+)
 from backend.protocol.limits import MAX_EMBEDDING_INPUTS  # noqa: E402
-from backend.bulk.ray_data import check_groundedness_dataset, embed_dataset  # noqa: E402
 from backend.testing import RecordingBackend, offline_backend  # noqa: E402
 from backend.testing.servers import RunningServer, running_server  # noqa: E402
 from benchmarks.texts import mixed_texts  # noqa: E402
 
 EVAL_PAIRS = Path(__file__).resolve().parents[2] / "benchmarks" / "eval" / "groundedness.jsonl"
 TOO_LONG = "word " * 5000  # 5000 tokens and more: over the 4000 a string may have
-ONE_ACTOR = {"concurrency": 1}  # one pool start per test: the slow part on 2 cores
+ONE_ACTOR = {"pool": ActorPool(concurrency=1)}  # one pool start per test: the slow part on 2 cores
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -116,9 +120,9 @@ def test_groundedness_over_a_server_has_no_support_and_bad_rows_fail_alone(offli
     out = _rows_by_id(
         check_groundedness_dataset(
             ray.data.from_items(rows),
-            ray_remote_args={"memory": 200 * 2**20},  # reaches map_batches with the pool's
+            # ray_remote_args reach map_batches beside the pool's own options
+            pool=ActorPool(concurrency=1, ray_remote_args={"memory": 200 * 2**20}),
             **_server_options(running),
-            **ONE_ACTOR,
         )
     )
     local = offline_backend()
