@@ -173,6 +173,31 @@ def _ask_with_tools(
     return calls, message.content, time.perf_counter() - started
 
 
+def _named_calls(calls: list[tuple[str, str]]) -> list[dict[str, str]]:
+    return [{"name": name, "arguments": arguments} for name, arguments in calls]
+
+
+def _tool_case_row(
+    case: dict[str, Any],
+    calls: list[tuple[str, str]],
+    content: str | None,
+    seconds: float,
+    /,
+    **more,
+) -> dict[str, Any]:
+    """A tool-calling case as the report lists it: the case, the calls and text the model
+    answered with, the time it took, then ``more`` (its judged outcome...)."""
+    return {
+        "id": case["id"],
+        "language": case["language"],
+        "expected": case["expected"],
+        "calls": _named_calls(calls),
+        "content": content,
+        "seconds": seconds,
+        **more,
+    }
+
+
 def evaluate_tools(
     backend: Any, cases: Sequence[dict[str, Any]], tools: dict[str, dict[str, Any]]
 ) -> dict[str, Any]:
@@ -185,17 +210,7 @@ def evaluate_tools(
         if unparsed_call_in(content, case["tools"]):
             outcome = dataclasses.replace(outcome, parsed=False)
         outcomes.append(outcome)
-        rows.append(
-            {
-                "id": case["id"],
-                "language": case["language"],
-                "expected": case["expected"],
-                "calls": [{"name": n, "arguments": a} for n, a in calls],
-                "content": content,
-                "seconds": seconds,
-                **outcome.__dict__,
-            }
-        )
+        rows.append(_tool_case_row(case, calls, content, seconds, **outcome.__dict__))
     summary = metrics.summarise_tool_outcomes(outcomes)
     summary["seconds_per_case"] = metrics.mean([r["seconds"] for r in rows])
     return {"summary": summary, "cases": rows}
@@ -223,18 +238,14 @@ def evaluate_parallel_calls(
         outcomes.append(outcome)
         single_counts.append(len(replies[False][0]))
         rows.append(
-            {
-                "id": case["id"],
-                "language": case["language"],
-                "expected": case["expected"],
-                "calls": [{"name": n, "arguments": a} for n, a in calls],
-                "content": content,
-                "seconds": seconds,
-                "calls_when_not_parallel": [
-                    {"name": n, "arguments": a} for n, a in replies[False][0]
-                ],
+            _tool_case_row(
+                case,
+                calls,
+                content,
+                seconds,
+                calls_when_not_parallel=_named_calls(replies[False][0]),
                 **outcome.__dict__,
-            }
+            )
         )
     summary = metrics.summarise_parallel_outcomes(outcomes, single_counts)
     summary["seconds_per_case"] = metrics.mean([r["seconds"] for r in rows])
