@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from typing import Any, Literal
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
@@ -30,7 +31,12 @@ from backend.server.context import ServerContext
 from backend.server.json_body import parse_json_body
 from backend.server.streaming import EventStreamResponse, chunk_events
 
+if TYPE_CHECKING:
+    from backend.interface import Backend
+
 API_PREFIX = "/v1/core"
+RequestT = TypeVar("RequestT", bound=BaseModel)
+ResultT = TypeVar("ResultT")
 
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
@@ -70,6 +76,21 @@ def _context(request: Request) -> ServerContext:
 
 async def _read_json(request: Request) -> Any:
     return parse_json_body(await request.body())
+
+
+async def _run_on_body(
+    request: Request,
+    model: type[RequestT],
+    call: Callable[[Backend, RequestT], Awaitable[ResultT]],
+) -> tuple[ServerContext, ResultT]:
+    """The body validated as ``model``, then ``call`` run on it and the backend within the
+    request's deadline and model places: the steps of an endpoint answering one object."""
+    context = _context(request)
+    deadline = context.deadline()
+    body = parse_request(model, await _read_json(request))
+    backend = context.backend
+    result = await context.run_model(lambda: call(backend, body), deadline)
+    return context, result
 
 
 def _check_message_count(body: Any, max_messages: int) -> None:
@@ -148,11 +169,9 @@ async def chat_completions(request: Request) -> Response:
     summary="Embed one string or up to 100 strings",
 )
 async def embeddings(request: Request) -> Response:
-    context = _context(request)
-    deadline = context.deadline()
-    embedding_request = parse_request(EmbeddingRequest, await _read_json(request))
-    backend = context.backend
-    result = await context.run_model(lambda: backend.aembed(embedding_request), deadline)
+    context, result = await _run_on_body(
+        request, EmbeddingRequest, lambda backend, body: backend.aembed(body)
+    )
     context.metrics.count_tokens(result.model, result.usage.prompt_tokens)
     return Response(result.model_dump_json(), media_type="application/json")
 
@@ -165,12 +184,10 @@ async def embeddings(request: Request) -> Response:
     summary="Count a chat request's prompt tokens, or a text's (vLLM's shape)",
 )
 async def tokenize(request: Request) -> Response:
-    context = _context(request)
-    deadline = context.deadline()
-    tokenize_request = parse_request(TokenizeRequest, await _read_json(request))
-    backend = context.backend
-    result = await context.run_model(
-        lambda: asyncio.to_thread(backend.count_tokens, tokenize_request), deadline
+    _, result = await _run_on_body(
+        request,
+        TokenizeRequest,
+        lambda backend, body: asyncio.to_thread(backend.count_tokens, body),
     )
     return Response(result.model_dump_json(exclude_none=True), media_type="application/json")
 
