@@ -13,19 +13,8 @@ openai = pytest.importorskip("openai")
 from backend.testing import ScriptedChatEngine, offline_backend  # noqa: E402
 from backend.testing.servers import running_server  # noqa: E402
 from tests.server.helpers import API_KEY  # noqa: E402
+from tests.tools import WEATHER as WEATHER_TOOL  # noqa: E402
 
-WEATHER_TOOL = {
-    "type": "function",
-    "function": {
-        "name": "get_weather",
-        "description": "Weather for a city",
-        "parameters": {
-            "type": "object",
-            "properties": {"city": {"type": "string"}},
-            "required": ["city"],
-        },
-    },
-}
 TOOL_REPLY = '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Seoul"}}\n</tool_call>'
 MESSAGES = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "hi"}]
 
