@@ -7,17 +7,18 @@ then advance every running generation by one token in one batched ``llama_decode
 each new token to its request's queue. A lone request runs exactly as it would alone.
 
 Prompts are evaluated in chunks of ``PREFILL_CHUNK`` tokens at positions that are multiples of
-it, each chunk in a call of its own. A chunk's numbers depend slightly on the shape of the call
-that computed it, so only whole aligned chunks are reused by a later prompt that starts with the
-same tokens (the next turn of a conversation, a groundedness context with another claim), from
-its own slot's cache or shared with another slot's (llama.cpp's sequences share KV cells): a
-reused chunk is what a fresh evaluation of that chunk computed. Logits still depend slightly on
-what else the shared cache holds (probably because attention runs over the cache's used cells,
-where a prompt's cells lie changes the order of its sums, and the 4-bit kernels round
-activations to 8 bits, which can amplify such differences; turning flash attention off did not
-remove it; benchmarks/README.md has the measured size). Batching several conversations in one
-decode call has the same effect, as in every batching server. A fresh engine answers the same
-sequence of requests identically.
+it, each chunk in a call of its own. A prompt's numbers depend on the KV cells its tokens lie
+in: llama.cpp's CPU attention sums over the cache in tiles of 64 cells and, for a lone
+decoded token, in one span per thread cut by the cache's used extent, so the same prompt
+one cell further on reads other numbers, and the 4-bit kernels' 8-bit activations amplify
+that (0.3 in a token's log-probability; benchmarks/README.md). Where a prompt's cells lie is
+therefore never left to the engine's history: a request admitted while nothing runs (a
+lone request, the first of a burst) starts from a cache laid out as a fresh engine's,
+holding only the prefix it reuses, at cells 0 onwards (``_lay_out_alone``), so it reads
+exactly what a fresh engine reads. Only whole aligned chunks that a lone request computed
+are reused so (``_Slot.fresh``). Requests admitted while others run share the cache with
+them and read what their batch and their cells give, as in every batching server; with
+``one_at_a_time`` every request runs alone, so none depends on another (``CORE_DETERMINISTIC``).
 
 The KV cache is shared by all slots (llama.cpp's unified cache). When it fills up, idle slots'
 cached prompts are dropped first; if running generations alone fill it, the one admitted last
@@ -27,6 +28,7 @@ is set aside and later resumed by evaluating its prompt and the tokens it alread
 
 from __future__ import annotations
 
+import ctypes
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -65,6 +67,9 @@ class _Slot:
     cached: list[int] = field(default_factory=list)
     #: Leading cached tokens computed in whole aligned prompt chunks: reusable by a new prompt.
     reusable: int = 0
+    #: Leading cached tokens whose KV cells hold what a fresh engine computes for them: laid
+    #: out from cell 0 by a request running alone. Only these are reused by a lone request.
+    fresh: int = 0
     request: _Request | None = None
     last_used: int = 0
 
@@ -79,6 +84,8 @@ class BatchingRunner(RequestRunner):
         slots: how many requests run at once; further requests wait.
         kv_cells: the KV cache's size, shared by all slots.
         native: the llama.cpp API (the ``llama_cpp`` module; tests pass a stand-in).
+        one_at_a_time: admit a request only when none runs, so that each one's numbers
+            depend on nothing but itself.
     """
 
     request_type = _Request
@@ -92,6 +99,7 @@ class BatchingRunner(RequestRunner):
         native=None,
         suffix_sequences: int = 0,
         batch_tokens: int = PREFILL_CHUNK,
+        one_at_a_time: bool = False,
     ) -> None:
         super().__init__("llama.cpp runner")
         if native is None:
@@ -112,6 +120,12 @@ class BatchingRunner(RequestRunner):
         #: Requests set aside so far because the KV cache was full.
         self.preemptions = 0
         self._prefill_turn = True  # alternates a prompt chunk and a decode step
+        self._one_at_a_time = one_at_a_time
+        #: The slot of a request admitted while nothing ran, while it still runs alone: what
+        #: it evaluates lies where a fresh engine puts it.
+        self._alone: _Slot | None = None
+        #: Requests laid out alone so far (each from a cache holding only what it reuses).
+        self.fresh_layouts = 0
         self._start()
 
     def close(self) -> None:
@@ -212,16 +226,61 @@ class BatchingRunner(RequestRunner):
             free = [slot for slot in self._slots if slot.request is None]
             if not free:
                 return
+            running = self._running()
+            if running and self._one_at_a_time:
+                return
             request = self._waiting[0]
             request.evaluate = request.prompt + request.generated
             needed = len(request.evaluate) + 1
-            if self._cells_in_use(exclude=free) + needed > self._kv_cells and self._running():
+            if self._cells_in_use(exclude=free) + needed > self._kv_cells and running:
                 return  # waits for a running request to finish (its cells to free)
             self._waiting.popleft()
         tokens = request.evaluate
         # Each slot's reusable prefix, worked out once (truncating the chosen slot to its own
         # prefix below changes none of them).
-        reusable = {s.seq_id: self._reusable_prefix(s, tokens) for s in self._slots}
+        reusable = {
+            s.seq_id: self._reusable_prefix(s, tokens, alone=not running) for s in self._slots
+        }
+        if not running:
+            donor = max(self._slots, key=lambda s: (reusable[s.seq_id], -s.last_used))
+            slot = self._lay_out_alone(donor, tokens[: reusable[donor.seq_id]])
+        else:
+            slot = self._admit_beside(free, tokens, reusable, needed)
+        slot.request = request
+        slot.last_used = request.order
+
+    def _lay_out_alone(self, donor: _Slot, kept: list[int]) -> _Slot:
+        """Empty the cache but for ``kept``, the prefix of the new request that ``donor``
+        holds, and put that back at cells 0 onwards (llama.cpp fills an emptied cache from its
+        first cell), as a fresh engine that had evaluated just that prefix holds it; the
+        request runs in ``donor``'s slot."""
+        keep = len(kept)
+        saved = None
+        if keep:
+            self._truncate(donor, keep)
+            size = self._native.llama_state_seq_get_size(self._ctx, donor.seq_id)
+            saved = (ctypes.c_uint8 * size)()
+            self._native.llama_state_seq_get_data(self._ctx, saved, size, donor.seq_id)
+        self._native.llama_memory_clear(self._memory, False)
+        for slot in self._slots:
+            del slot.cached[:]
+            slot.reusable = slot.fresh = 0
+        if saved is not None:
+            if not self._native.llama_state_seq_set_data(
+                self._ctx, saved, len(saved), donor.seq_id
+            ):
+                raise RuntimeError("llama.cpp could not put a cached prefix back")
+            donor.cached = list(kept)
+            donor.reusable = donor.fresh = keep
+        self.fresh_layouts += 1
+        self._alone = donor
+        return donor
+
+    def _admit_beside(
+        self, free: list[_Slot], tokens: list[int], reusable: dict[int, int], needed: int
+    ) -> _Slot:
+        """A slot for a request admitted while others run, sharing what the cache holds."""
+        self._alone = None  # the running request no longer has the cache to itself
         slot = max(free, key=lambda s: (reusable[s.seq_id], -s.last_used))
         keep = reusable[slot.seq_id]
         self._truncate(slot, keep)
@@ -233,6 +292,7 @@ class BatchingRunner(RequestRunner):
             self._truncate(slot, 0)
             self._native.llama_memory_seq_cp(self._memory, donor.seq_id, slot.seq_id, 0, shared)
             slot.cached, slot.reusable = tokens[:shared], shared
+            slot.fresh = min(shared, donor.fresh)
             keep = shared
         # Make room: drop other idle slots' caches, least recently used first.
         for idle in sorted(free, key=lambda s: s.last_used):
@@ -240,18 +300,19 @@ class BatchingRunner(RequestRunner):
                 break
             if idle is not slot:
                 self._truncate(idle, 0)
-        slot.request = request
-        slot.last_used = request.order
+        return slot
 
     def _cells_in_use(self, exclude: Sequence[_Slot] = ()) -> int:
         return sum(len(slot.cached) for slot in self._slots if slot not in exclude)
 
     @staticmethod
-    def _reusable_prefix(slot: _Slot, tokens: list[int]) -> int:
+    def _reusable_prefix(slot: _Slot, tokens: list[int], alone: bool = False) -> int:
         """Whole aligned chunks of ``slot``'s cache that ``tokens`` starts with, leaving at
-        least the last token to evaluate (its logits choose the next token)."""
+        least the last token to evaluate (its logits choose the next token); for a request
+        that will run alone, only chunks a fresh engine would have computed the same."""
         shared = 0
-        for cached, token in zip(slot.cached[: slot.reusable], tokens, strict=False):
+        usable = min(slot.reusable, slot.fresh) if alone else slot.reusable
+        for cached, token in zip(slot.cached[:usable], tokens, strict=False):
             if cached != token:
                 break
             shared += 1
@@ -263,6 +324,7 @@ class BatchingRunner(RequestRunner):
         self._native.llama_memory_seq_rm(self._memory, slot.seq_id, keep, -1)
         del slot.cached[keep:]
         slot.reusable = min(slot.reusable, keep)
+        slot.fresh = min(slot.fresh, keep)
 
     def _prefill_chunk(self, slot: _Slot) -> None:
         request = slot.request
@@ -285,6 +347,8 @@ class BatchingRunner(RequestRunner):
         slot.cached.extend(chunk)
         if end % PREFILL_CHUNK == 0 and slot.reusable == start:
             slot.reusable = end
+        if slot is self._alone and slot.fresh == start:
+            slot.fresh = end
         if last:
             self._after_evaluation(slot, row=len(chunk) - 1)
 

@@ -9,6 +9,7 @@ function of the whole sequence so far, so an answer computed on a wrong cache is
 from __future__ import annotations
 
 import ctypes
+import pickle
 import threading
 import time
 from types import SimpleNamespace
@@ -45,6 +46,10 @@ class FakeLlamaCpp:
         self.kv: dict[int, list[tuple[int, int]]] = {}
         self.batch_sizes: list[int] = []
         self.fail_next = False
+        self.clears = 0
+        #: Evaluations wait for this to be set (a test holds the runner while it queues work).
+        self.gate = threading.Event()
+        self.gate.set()
         self._rows: list[np.ndarray] = []
 
     def llama_get_memory(self, ctx):
@@ -68,11 +73,29 @@ class FakeLlamaCpp:
         self.kv[seq_id] = [(p, t) for p, t in self.kv.get(seq_id, []) if p < p0]
         return True
 
+    def llama_memory_clear(self, memory, data):
+        self.kv.clear()
+        self.clears += 1
+
+    def llama_state_seq_get_size(self, ctx, seq_id):
+        return len(pickle.dumps(self.kv.get(seq_id, [])))
+
+    def llama_state_seq_get_data(self, ctx, dst, size, seq_id):
+        data = pickle.dumps(self.kv.get(seq_id, []))
+        ctypes.memmove(dst, data, len(data))
+        return len(data)
+
+    def llama_state_seq_set_data(self, ctx, src, size, seq_id):
+        assert not self.kv.get(seq_id), "restored into an emptied cache"
+        self.kv[seq_id] = pickle.loads(bytes(src[:size]))
+        return size
+
     def llama_memory_seq_cp(self, memory, src, dst, p0, p1):
         assert not self.kv.get(dst), "the runner empties a slot before sharing into it"
         self.kv[dst] = [(p, t) for p, t in self.kv.get(src, []) if p0 <= p < p1]
 
     def llama_decode(self, ctx, batch):
+        self.gate.wait()
         time.sleep(self.step_delay)
         if self.fail_next:
             self.fail_next = False
@@ -99,6 +122,14 @@ class FakeLlamaCpp:
 
     def llama_get_logits_ith(self, ctx, row):
         return self._rows[row].ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+
+
+def wait_for(condition, limit: float = 60.0) -> None:
+    """Wait until ``condition()`` holds (the limit only guards against a hang)."""
+    deadline = time.monotonic() + limit
+    while not condition():
+        assert time.monotonic() < deadline, "the state waited for never came"
+        time.sleep(0.001)
 
 
 def greedy(logits: np.ndarray) -> int:
@@ -156,8 +187,11 @@ def test_concurrent_generations_share_decode_calls_and_keep_their_own_answers(ma
         answers[i] = generate(runner, prompts[i], 40)
 
     threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
+    native.gate.clear()  # the first prompt's evaluation waits until all four are submitted
     for thread in threads:
         thread.start()
+    wait_for(lambda: len(runner._waiting) + len(runner._running()) == 4)
+    native.gate.set()
     for thread in threads:
         thread.join()
     for i, prompt in enumerate(prompts):
@@ -190,6 +224,75 @@ def test_a_prompt_prefix_cached_in_another_slot_is_shared(make_runner):
     assert len(second) - 2 * PREFILL_CHUNK in native.batch_sizes
     assert max(native.batch_sizes) < PREFILL_CHUNK
     assert list(first) == expected_answer(shared + [1], 50)[1:]
+
+
+def test_a_request_arriving_alone_finds_only_its_own_prefix_in_the_cache(make_runner):
+    """What a request alone reads must not depend on what ran before it: the cache is emptied
+    but for the prefix it reuses, which is put back from cell 0 (a fresh engine's layout)."""
+    runner, native = make_runner(slots=3)
+    shared = [5] * (PREFILL_CHUNK + 20)
+    generate(runner, [7] * 40, 3)
+    generate(runner, shared + [1], 3)
+    native.batch_sizes.clear()
+    second = shared + [2, 2]
+    assert generate(runner, second, 3) == expected_answer(second, 3)
+    # Only the reused chunk is left in the cache, in one sequence: nothing else ran before.
+    assert native.batch_sizes[0] == len(second) - PREFILL_CHUNK
+    assert [len(kv) for kv in native.kv.values() if kv] == [len(second) + 2]
+    assert runner.fresh_layouts == 3 and native.clears == 3
+    # A lone request keeps only what it reuses: a prefix another request had is gone.
+    generate(runner, [8] * 30, 3)
+    native.batch_sizes.clear()
+    generate(runner, shared + [3], 1)
+    assert native.batch_sizes[0] == PREFILL_CHUNK
+
+
+def test_a_prefix_computed_beside_another_request_is_not_reused_alone(make_runner):
+    """A chunk evaluated while another request ran lies in cells a fresh engine would not
+    use; a later lone request evaluates it again rather than read it from there."""
+    runner, native = make_runner(slots=2, step_delay=0.002)
+    first = runner.generate([6] * 10, 200, greedy, lambda: False, frozenset({END}))
+    next(first)
+    shared = [4] * (PREFILL_CHUNK + 10)
+    generate(runner, shared + [1], 2)  # evaluated beside the first
+    first.close()
+    wait_for(lambda: not runner._running())
+    native.batch_sizes.clear()
+    second = shared + [3]
+    assert generate(runner, second, 2) == expected_answer(second, 2)
+    assert native.batch_sizes[0] == PREFILL_CHUNK  # evaluated anew, from its first chunk
+
+
+def test_one_at_a_time_runs_no_request_beside_another(make_runner):
+    native = FakeLlamaCpp(4096)
+    runner = BatchingRunner(
+        "ctx",
+        VOCAB,
+        slots=4,
+        kv_cells=4096,
+        native=native,
+        suffix_sequences=4,
+        batch_tokens=256,
+        one_at_a_time=True,
+    )
+    try:
+        prompts = [[k + 1] * (5 + k) for k in range(4)]
+        answers: dict[int, list[int]] = {}
+        threads = [
+            threading.Thread(
+                target=lambda k=k: answers.__setitem__(k, generate(runner, prompts[k], 6))
+            )
+            for k in range(4)
+        ]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert answers == {k: expected_answer(prompts[k], 6) for k in range(4)}
+        assert runner.largest_decode_batch == 1
+        assert runner.fresh_layouts == 4
+    finally:
+        runner.close()
 
 
 def test_closing_the_iterator_frees_the_place(make_runner):
