@@ -59,6 +59,8 @@ VALUE_REPEAT_PIECE_MAX = 512
 
 _QUOTE, _BACKSLASH, _COMMA = 0x22, 0x5C, 0x2C
 _NUMBER_BYTES = frozenset(b"0123456789.eE+-")
+#: Bytes that, outside strings, lay out JSON's structure rather than write a value.
+_STRUCTURE_BYTES = frozenset(b"{}[],: \t\n\r")
 
 
 @dataclass(frozen=True)
@@ -184,3 +186,28 @@ def _ends_in_a_loop(
 def reached_bound(text: str, bounds: JSONBounds) -> bool:
     """Whether generated JSON ``text`` reached ``bounds`` (so the masks narrowed its tokens)."""
     return JSONScanner(bounds).feed(text.encode()).reached
+
+
+def writes_structure(piece: bytes, in_string: bool, escaped: bool) -> bool:
+    """Whether a token's bytes, written after text whose string state is given (a string
+    open, its last byte an escape), lay out structure: open or close an object or array, add
+    an item or member (a comma), or write layout between them. Inside a string nothing is
+    structure; a string's closing quote and the scalars (numbers, ``true``...) are values.
+
+    A constrained answer sampled at a temperature takes such tokens greedily
+    (``backend.engines.sampling.choose_token``): how many calls a reply holds, whether an
+    object gets another member, are the model's most likely choice, not a draw.
+    """
+    for byte in piece:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif byte == _BACKSLASH:
+                escaped = True
+            elif byte == _QUOTE:
+                in_string = False
+        elif byte == _QUOTE:
+            in_string = True
+        elif byte in _STRUCTURE_BYTES:
+            return True
+    return False

@@ -1,4 +1,11 @@
-"""Choosing a token from logits by temperature and top-p (the engines' own decode loops)."""
+"""Choosing a token from logits by temperature and top-p (the engines' own decode loops).
+
+Under a JSON constraint, a sampled answer's structure is chosen greedily and only its values
+are drawn: whether a reply holds another tool call, whether an object gets another member.
+Drawn at temperature 0.7, the 0.5B model's agent-loop reply held two or three calls of the
+one call it most likely makes, and a JSON-mode answer an extra member, a few times in a
+hundred (benchmarks/README.md); its most likely structure is what a caller relies on.
+"""
 
 from __future__ import annotations
 
@@ -29,6 +36,8 @@ def choose_token(
         mask.apply(logits)
     if params.greedy:
         token = int(torch.argmax(logits))
+    elif mask is not None:
+        token = _sample_values(logits, params, mask, generator)
     else:
         token = sample_token(logits, params.temperature, params.top_p, generator)
     if mask is not None:
@@ -36,6 +45,31 @@ def choose_token(
     if params.top_logprobs is not None:
         return scored_token(torch.log_softmax(logits, dim=-1), token, params.top_logprobs)
     return token
+
+
+#: Draws that may fall on structure before a constrained answer's value token is taken
+#: greedily (each such draw is taken out of the next one's choices).
+_VALUE_DRAWS = 8
+
+
+def _sample_values(
+    logits: torch.Tensor,
+    params: SamplingParams,
+    mask: TokenMask,
+    generator: torch.Generator | None,
+) -> int:
+    """A token of a constrained answer: the most likely one where it lays out structure
+    (``TokenMask.writes_structure``), else one drawn among the tokens that write values."""
+    best = int(torch.argmax(logits))
+    if mask.writes_structure(best):
+        return best
+    candidates = logits.clone()
+    for _ in range(_VALUE_DRAWS):
+        token = sample_token(candidates, params.temperature, params.top_p, generator)
+        if not mask.writes_structure(token):
+            return token
+        candidates[token] = float("-inf")
+    return best
 
 
 class TokenChooser:

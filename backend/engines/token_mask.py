@@ -20,7 +20,7 @@ import numpy as np
 import torch
 
 from backend.engines.base import JSONSchemaConstraint
-from backend.engines.json_bounds import JSONScanner
+from backend.engines.json_bounds import JSONScanner, writes_structure
 
 logger = logging.getLogger(__name__)
 
@@ -127,6 +127,11 @@ class TokenMask:
         if scanner.winding_up:
             return [endings.container, endings.scalar]
         return [endings.scalar] if scanner.number_full else []
+
+    def writes_structure(self, token: int) -> bool:
+        """Whether ``token``, written next, lays out JSON structure (``writes_structure``)."""
+        scanner = self._scanner
+        return writes_structure(self._vocab[token], scanner.in_string, scanner.escaped)
 
     def accept(self, token: int) -> None:
         if not self._matcher.accept_token(token):

@@ -24,6 +24,7 @@ from backend.engines.json_bounds import (
     JSONBounds,
     JSONScanner,
     reached_bound,
+    writes_structure,
 )
 
 TEXT = {"type": "object", "properties": {"text": {"type": "string"}}, "required": ["text"]}
@@ -295,3 +296,26 @@ def test_a_sampled_answer_without_max_tokens_ends_with_a_valid_object(small_back
     # Closed early, as a loop or at the string bound (the model's loop is rarely exact).
     assert reached_bound(choice.message.content, JSONBounds.for_schema(schema))
     assert choice.finish_reason == "length"
+
+
+@pytest.mark.parametrize(
+    ("piece", "in_string", "escaped", "structure"),
+    [
+        (b"}", False, False, True),
+        (b"},", False, False, True),
+        (b"]", False, False, True),
+        (b",", False, False, True),
+        (b"\n  ", False, False, True),
+        (b'"name', False, False, False),  # a string opened: a value
+        (b"12", False, False, False),
+        (b"true", False, False, False),
+        (b'"', True, False, False),  # a string closed: its value ends
+        (b'"}', True, False, True),  # closed, then the object too
+        (b'", "', True, False, True),  # another member
+        (b"a, b}", True, False, False),  # text inside a string
+        (b'\\"}', True, False, False),  # an escaped quote: still inside
+        (b'"}', True, True, False),  # the quote is escaped by the byte before
+    ],
+)
+def test_what_writes_structure(piece, in_string, escaped, structure):
+    assert writes_structure(piece, in_string, escaped) is structure

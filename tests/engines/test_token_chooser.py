@@ -39,3 +39,43 @@ def test_after_the_opening_the_draws_are_those_of_the_same_seed_without_it():
 def test_greedy_requests_are_unchanged():
     greedy = SamplingParams(max_new_tokens=5, temperature=0.0, greedy_opening=3)
     assert _choices(greedy, 5) == [0] * 5
+
+
+class _StructureMask:
+    """A stand-in ``TokenMask``: allows every token; tokens in ``structure`` lay out JSON."""
+
+    def __init__(self, structure: set[int]) -> None:
+        self.structure = structure
+        self.accepted: list[int] = []
+
+    def apply(self, logits: torch.Tensor) -> None:
+        pass
+
+    def writes_structure(self, token: int) -> bool:
+        return token in self.structure
+
+    def accept(self, token: int) -> None:
+        self.accepted.append(token)
+
+
+def test_a_constrained_answer_takes_structure_greedily_and_draws_values():
+    sampled = SamplingParams(max_new_tokens=40, temperature=1.0)
+    # Token 0 (the most likely) closes the value: taken every time, whatever the draw.
+    closing = _StructureMask({0, 1})
+    choose = TokenChooser(sampled, closing, torch.Generator().manual_seed(0))
+    assert [choose(LOGITS.clone()) for _ in range(30)] == [0] * 30
+    # Token 0 writes a value: values are drawn, and never the structure tokens 1 and 2,
+    # which the model does not find most likely.
+    writing = _StructureMask({1, 2})
+    for seed in range(5):
+        choose = TokenChooser(sampled, writing, torch.Generator().manual_seed(seed))
+        choices = [choose(LOGITS.clone()) for _ in range(40)]
+        assert not {1, 2} & set(choices)
+        assert len(set(choices)) > 1
+        assert writing.accepted[-40:] == choices
+
+
+def test_structure_is_drawn_when_unconstrained():
+    sampled = SamplingParams(max_new_tokens=40, temperature=1.0)
+    choose = TokenChooser(sampled, None, torch.Generator().manual_seed(0))
+    assert {1, 2} & {choose(LOGITS.clone()) for _ in range(60)}
