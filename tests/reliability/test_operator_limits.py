@@ -36,8 +36,11 @@ def test_messages_per_request_are_capped(serve):
 
 
 def test_concurrent_streams_are_capped_and_a_dropped_stream_frees_its_slot(serve):
-    running = serve(offline_backend(EchoChatEngine(token_delay=0.01)), max_concurrent_streams=2)
-    long = chat_body("x" * 300, stream=True)  # about three seconds of tokens each
+    engine = EchoChatEngine(token_delay=0.05, context_length=16384)
+    running = serve(offline_backend(engine), max_concurrent_streams=2)
+    # Five minutes of tokens each: both streams are still open when the third one is sent,
+    # however loaded the machine; they end when their clients leave.
+    long = chat_body("x" * 6000, stream=True)
     with httpx.Client(base_url=running.url, headers=AUTH, timeout=30) as http:
         with contextlib.ExitStack() as open_streams:
             for _ in range(2):
@@ -48,7 +51,7 @@ def test_concurrent_streams_are_capped_and_a_dropped_stream_frees_its_slot(serve
             assert refused.status_code == 429 and refused.headers["retry-after"] == "1"
             assert error_of(refused)["message"].startswith("too many streams: 2 are open")
         # both clients went away mid-stream: their slots and model places come back
-        deadline = time.monotonic() + 5
+        deadline = time.monotonic() + 60  # a guard against a hang, not a speed bound
         while running.context.streams.open or running.context.limiter.active:
             assert time.monotonic() < deadline, "a dropped stream kept its slot"
             time.sleep(0.02)
