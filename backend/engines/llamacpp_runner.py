@@ -16,7 +16,7 @@ therefore never left to the engine's history: a request admitted while nothing r
 lone request, the first of a burst) starts from a cache laid out as a fresh engine's,
 holding only the prefix it reuses, at cells 0 onwards (``_lay_out_alone``), so it reads
 exactly what a fresh engine reads. Only whole aligned chunks that a lone request computed
-are reused so (``_Slot.fresh``). Requests admitted while others run share the cache with
+are reused so (``Slot.fresh``). Requests admitted while others run share the cache with
 them and read what their batch and their cells give, as in every batching server; with
 ``one_at_a_time`` every request runs alone, so none depends on another (``CORE_DETERMINISTIC``).
 
@@ -28,22 +28,18 @@ is set aside and later resumed by evaluating its prompt and the tokens it alread
 
 from __future__ import annotations
 
-import ctypes
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from backend.engines.llamacpp_batch import NativeBatch
+from backend.engines.llamacpp_slots import PREFILL_CHUNK, Slot, SlotCache, reusable_prefix
 from backend.engines.prompt_tree import suffix_batches
 from backend.engines.request_runner import END, RequestRunner, RunnerRequest, stop_asked
 
 logger = logging.getLogger(__name__)
 
-#: Prompt tokens evaluated per call, and the granularity at which cached prompts are reused:
-#: small enough that a shared prefix is reused to within this many tokens, large enough to
-#: keep prompt evaluation near full speed (benchmarks/README.md).
-PREFILL_CHUNK = 128
 #: Tokens a generation may run ahead of its reader before it pauses.
 MAX_UNREAD = 8
 _READER_POLL_SECONDS = 0.002
@@ -57,21 +53,6 @@ class _Request(RunnerRequest):
     #: A scoring of several prompts that all begin with ``prompt``: what follows it in each.
     #: The prompt is evaluated once, then every suffix scored in one batched evaluation.
     suffixes: list[list[int]] | None = None
-
-
-@dataclass(eq=False)
-class _Slot:
-    """A llama.cpp sequence id, the tokens its KV cache holds, and the request using it."""
-
-    seq_id: int
-    cached: list[int] = field(default_factory=list)
-    #: Leading cached tokens computed in whole aligned prompt chunks: reusable by a new prompt.
-    reusable: int = 0
-    #: Leading cached tokens whose KV cells hold what a fresh engine computes for them: laid
-    #: out from cell 0 by a request running alone. Only these are reused by a lone request.
-    fresh: int = 0
-    request: _Request | None = None
-    last_used: int = 0
 
 
 class BatchingRunner(RequestRunner):
@@ -109,7 +90,8 @@ class BatchingRunner(RequestRunner):
         self._ctx = ctx
         self._memory = native.llama_get_memory(ctx)
         self._kv_cells = kv_cells
-        self._slots = [_Slot(seq_id) for seq_id in range(slots)]
+        self._cache = SlotCache(native, ctx, slots)
+        self._slots = self._cache.slots
         #: Sequence ids after the slots', each holding one suffix of a shared-prefix scoring
         #: for the length of one evaluation (``_score_suffixes``).
         self._suffix_seqs = list(range(slots, slots + suffix_sequences))
@@ -123,7 +105,7 @@ class BatchingRunner(RequestRunner):
         self._one_at_a_time = one_at_a_time
         #: The slot of a request admitted while nothing ran, while it still runs alone: what
         #: it evaluates lies where a fresh engine puts it.
-        self._alone: _Slot | None = None
+        self._alone: Slot | None = None
         #: Requests laid out alone so far (each from a cache holding only what it reuses).
         self.fresh_layouts = 0
         self._start()
@@ -197,15 +179,15 @@ class BatchingRunner(RequestRunner):
 
     def _fail_everything(self, error: BaseException) -> None:
         for slot in self._running():
-            self._truncate(slot, 0)
+            self._cache.truncate(slot, 0)
             self._finish(slot, error)
         for request in self._take_waiting():
             request.results.put(error)
 
-    def _running(self) -> list[_Slot]:
+    def _running(self) -> list[Slot]:
         return [slot for slot in self._slots if slot.request is not None]
 
-    def _needs_prefill(self, slot: _Slot) -> bool:
+    def _needs_prefill(self, slot: Slot) -> bool:
         return len(slot.cached) < len(slot.request.evaluate)
 
     def _drop_finished(self) -> None:
@@ -232,15 +214,13 @@ class BatchingRunner(RequestRunner):
             request = self._waiting[0]
             request.evaluate = request.prompt + request.generated
             needed = len(request.evaluate) + 1
-            if self._cells_in_use(exclude=free) + needed > self._kv_cells and running:
+            if self._cache.cells_in_use(exclude=free) + needed > self._kv_cells and running:
                 return  # waits for a running request to finish (its cells to free)
             self._waiting.popleft()
         tokens = request.evaluate
         # Each slot's reusable prefix, worked out once (truncating the chosen slot to its own
         # prefix below changes none of them).
-        reusable = {
-            s.seq_id: self._reusable_prefix(s, tokens, alone=not running) for s in self._slots
-        }
+        reusable = {s.seq_id: reusable_prefix(s, tokens, alone=not running) for s in self._slots}
         if not running:
             donor = max(self._slots, key=lambda s: (reusable[s.seq_id], -s.last_used))
             slot = self._lay_out_alone(donor, tokens[: reusable[donor.seq_id]])
@@ -249,84 +229,38 @@ class BatchingRunner(RequestRunner):
         slot.request = request
         slot.last_used = request.order
 
-    def _lay_out_alone(self, donor: _Slot, kept: list[int]) -> _Slot:
-        """Empty the cache but for ``kept``, the prefix of the new request that ``donor``
-        holds, and put that back at cells 0 onwards (llama.cpp fills an emptied cache from its
-        first cell), as a fresh engine that had evaluated just that prefix holds it; the
-        request runs in ``donor``'s slot."""
-        keep = len(kept)
-        saved = None
-        if keep:
-            self._truncate(donor, keep)
-            size = self._native.llama_state_seq_get_size(self._ctx, donor.seq_id)
-            saved = (ctypes.c_uint8 * size)()
-            self._native.llama_state_seq_get_data(self._ctx, saved, size, donor.seq_id)
-        self._native.llama_memory_clear(self._memory, False)
-        for slot in self._slots:
-            del slot.cached[:]
-            slot.reusable = slot.fresh = 0
-        if saved is not None:
-            if not self._native.llama_state_seq_set_data(
-                self._ctx, saved, len(saved), donor.seq_id
-            ):
-                raise RuntimeError("llama.cpp could not put a cached prefix back")
-            donor.cached = list(kept)
-            donor.reusable = donor.fresh = keep
+    def _lay_out_alone(self, donor: Slot, kept: list[int]) -> Slot:
+        """Lay the cache out as a fresh engine's holding only ``kept`` (the new request's
+        prefix that ``donor`` holds), for a request that runs alone in ``donor``'s slot."""
+        self._cache.lay_out_alone(donor, kept)
         self.fresh_layouts += 1
         self._alone = donor
         return donor
 
     def _admit_beside(
-        self, free: list[_Slot], tokens: list[int], reusable: dict[int, int], needed: int
-    ) -> _Slot:
+        self, free: list[Slot], tokens: list[int], reusable: dict[int, int], needed: int
+    ) -> Slot:
         """A slot for a request admitted while others run, sharing what the cache holds."""
         self._alone = None  # the running request no longer has the cache to itself
         slot = max(free, key=lambda s: (reusable[s.seq_id], -s.last_used))
         keep = reusable[slot.seq_id]
-        self._truncate(slot, keep)
+        self._cache.truncate(slot, keep)
         # Another slot may hold a longer prefix of this prompt (a groundedness context checked
         # against another claim, a conversation's system prompt): share its cells.
         donor = max(self._slots, key=lambda s: reusable[s.seq_id])
         shared = reusable[donor.seq_id]
         if shared > keep:
-            self._truncate(slot, 0)
-            self._native.llama_memory_seq_cp(self._memory, donor.seq_id, slot.seq_id, 0, shared)
-            slot.cached, slot.reusable = tokens[:shared], shared
-            slot.fresh = min(shared, donor.fresh)
+            self._cache.share(donor, slot, shared)
             keep = shared
         # Make room: drop other idle slots' caches, least recently used first.
         for idle in sorted(free, key=lambda s: s.last_used):
-            if self._cells_in_use() + needed - keep <= self._kv_cells:
+            if self._cache.cells_in_use() + needed - keep <= self._kv_cells:
                 break
             if idle is not slot:
-                self._truncate(idle, 0)
+                self._cache.truncate(idle, 0)
         return slot
 
-    def _cells_in_use(self, exclude: Sequence[_Slot] = ()) -> int:
-        return sum(len(slot.cached) for slot in self._slots if slot not in exclude)
-
-    @staticmethod
-    def _reusable_prefix(slot: _Slot, tokens: list[int], alone: bool = False) -> int:
-        """Whole aligned chunks of ``slot``'s cache that ``tokens`` starts with, leaving at
-        least the last token to evaluate (its logits choose the next token); for a request
-        that will run alone, only chunks a fresh engine would have computed the same."""
-        shared = 0
-        usable = min(slot.reusable, slot.fresh) if alone else slot.reusable
-        for cached, token in zip(slot.cached[:usable], tokens, strict=False):
-            if cached != token:
-                break
-            shared += 1
-        return min(shared, len(tokens) - 1) // PREFILL_CHUNK * PREFILL_CHUNK
-
-    def _truncate(self, slot: _Slot, keep: int) -> None:
-        """Keep the first ``keep`` cached tokens of the slot; forget the rest (and anything a
-        failed evaluation may have left beyond them)."""
-        self._native.llama_memory_seq_rm(self._memory, slot.seq_id, keep, -1)
-        del slot.cached[keep:]
-        slot.reusable = min(slot.reusable, keep)
-        slot.fresh = min(slot.fresh, keep)
-
-    def _prefill_chunk(self, slot: _Slot) -> None:
+    def _prefill_chunk(self, slot: Slot) -> None:
         request = slot.request
         tokens = request.evaluate
         start = len(slot.cached)
@@ -341,7 +275,7 @@ class BatchingRunner(RequestRunner):
             entries = [(slot.seq_id, token, start + i, False) for i, token in enumerate(chunk)]
             self._batch.decode(entries, wants_logits=last)
         except BaseException as error:  # noqa: BLE001 - handed to the request
-            self._truncate(slot, 0)
+            self._cache.truncate(slot, 0)
             self._finish(slot, error)
             return
         slot.cached.extend(chunk)
@@ -352,7 +286,7 @@ class BatchingRunner(RequestRunner):
         if last:
             self._after_evaluation(slot, row=len(chunk) - 1)
 
-    def _decode_step(self, slots: list[_Slot]) -> None:
+    def _decode_step(self, slots: list[Slot]) -> None:
         self._make_room(len(slots))
         slots = [slot for slot in slots if slot.request is not None]
         if not slots:
@@ -364,7 +298,7 @@ class BatchingRunner(RequestRunner):
             self._batch.decode(entries, wants_logits=True)
         except BaseException as error:  # noqa: BLE001 - handed to the requests
             for slot in slots:
-                self._truncate(slot, 0)
+                self._cache.truncate(slot, 0)
                 self._finish(slot, error)
             return
         self.largest_decode_batch = max(self.largest_decode_batch, len(slots))
@@ -378,23 +312,23 @@ class BatchingRunner(RequestRunner):
         for idle in sorted(
             (s for s in self._slots if s.request is None), key=lambda s: s.last_used
         ):
-            if self._cells_in_use() + cells <= self._kv_cells:
+            if self._cache.cells_in_use() + cells <= self._kv_cells:
                 return
-            self._truncate(idle, 0)
-        while self._cells_in_use() + cells > self._kv_cells and len(self._running()) > 1:
+            self._cache.truncate(idle, 0)
+        while self._cache.cells_in_use() + cells > self._kv_cells and len(self._running()) > 1:
             self._preempt(max(self._running(), key=lambda s: s.request.order))
 
-    def _preempt(self, slot: _Slot) -> None:
+    def _preempt(self, slot: Slot) -> None:
         """Set a running request aside: its cache is dropped and it waits to be resumed."""
         request = slot.request
         logger.info("KV cache full: request %d set aside, to resume later", request.order)
         self.preemptions += 1
-        self._truncate(slot, 0)
+        self._cache.truncate(slot, 0)
         slot.request = None
         with self._wake:
             self._waiting.appendleft(request)
 
-    def _after_evaluation(self, slot: _Slot, row: int) -> None:
+    def _after_evaluation(self, slot: Slot, row: int) -> None:
         """The request's logits at ``row`` are ready: score, or choose and hand on a token."""
         request = slot.request
         if request.suffixes is not None:
@@ -418,7 +352,7 @@ class BatchingRunner(RequestRunner):
         if token in request.end_ids or len(request.generated) >= request.budget:
             self._finish(slot)
 
-    def _score_suffixes(self, slot: _Slot) -> None:
+    def _score_suffixes(self, slot: Slot) -> None:
         """Score every suffix of the slot's request on top of its evaluated prompt.
 
         Each suffix runs in a sequence of its own that shares the prompt's cells
@@ -454,9 +388,9 @@ class BatchingRunner(RequestRunner):
         request.results.put(results)
         self._release(slot)
 
-    def _finish(self, slot: _Slot, error: BaseException | None = None) -> None:
+    def _finish(self, slot: Slot, error: BaseException | None = None) -> None:
         slot.request.results.put(error if error is not None else END)
         self._release(slot)
 
-    def _release(self, slot: _Slot) -> None:
+    def _release(self, slot: Slot) -> None:
         slot.request = None
