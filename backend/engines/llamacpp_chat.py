@@ -28,6 +28,7 @@ from backend.engines.request_runner import (
     RunnerChatEngine,
     checked_prompt,
     default_parallel,
+    deterministic_from_env,
     positive_from_env,
 )
 from backend.engines.sampling import TokenChooser
@@ -93,6 +94,9 @@ class LlamaCppChatEngine(RunnerChatEngine):
         threads: CPU threads for decoding and prefill (default: ``default_threads()``).
         max_context: cap on the context allocated (default ``DEFAULT_MAX_CONTEXT``).
         parallel: requests decoded together at most (default ``default_parallel()``).
+        deterministic: run each request alone, so that its numbers depend on nothing else
+            (default ``CORE_DETERMINISTIC``). Either way a request that arrives while none
+            runs reads what a fresh engine reads (``backend.engines.llamacpp_runner``).
     """
 
     supports_constraints = masks_available()
@@ -106,6 +110,7 @@ class LlamaCppChatEngine(RunnerChatEngine):
         threads: int | None = None,
         max_context: int = DEFAULT_MAX_CONTEXT,
         parallel: int | None = None,
+        deterministic: bool | None = None,
     ) -> None:
         import llama_cpp
         from llama_cpp._internals import LlamaContext, LlamaModel
@@ -144,6 +149,7 @@ class LlamaCppChatEngine(RunnerChatEngine):
             kv_cells=self.context_length,
             suffix_sequences=SUFFIX_SEQUENCES,
             batch_tokens=_BATCH_TOKENS,
+            one_at_a_time=deterministic_from_env() if deterministic is None else deterministic,
         )
         self._masks: ConstraintMasks | None = None  # built on the first constrained call
         logger.info(

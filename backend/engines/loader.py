@@ -16,12 +16,17 @@ logger = logging.getLogger(__name__)
 
 
 def load_chat_engine(
-    chat_model: str, kind: str, device: str | None = None, dtype: str | None = None
+    chat_model: str,
+    kind: str,
+    device: str | None = None,
+    dtype: str | None = None,
+    **llamacpp_options,
 ) -> ChatEngine:
-    """The chat engine ``kind`` (``llama.cpp`` or ``transformers``) running ``chat_model``."""
+    """The chat engine ``kind`` (``llama.cpp`` or ``transformers``) running ``chat_model``;
+    ``llamacpp_options`` go to ``LlamaCppChatEngine`` (``max_context``, ``deterministic``...)."""
     started = time.perf_counter()
     if kind == "llama.cpp":
-        engine = _load_llamacpp_engine(chat_model)
+        engine = _load_llamacpp_engine(chat_model, **llamacpp_options)
     else:
         engine = _load_transformers_engine(chat_model, device, dtype)
     logger.info(
@@ -54,7 +59,7 @@ def _load_transformers_engine(chat_model: str, device: str | None, dtype: str | 
     return TransformersChatEngine(resolve_chat_model(chat_model), device=device, dtype=dtype)
 
 
-def _load_llamacpp_engine(chat_model: str) -> ChatEngine:
+def _load_llamacpp_engine(chat_model: str, **options) -> ChatEngine:
     from transformers import AutoTokenizer, GenerationConfig
 
     from backend.engines.llamacpp_chat import LlamaCppChatEngine
@@ -73,7 +78,7 @@ def _load_llamacpp_engine(chat_model: str) -> ChatEngine:
     for name in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):
         if name in tokenizer.get_vocab():
             eos_ids.add(tokenizer.convert_tokens_to_ids(name))
-    return LlamaCppChatEngine(gguf_path, tokenizer, frozenset(eos_ids))
+    return LlamaCppChatEngine(gguf_path, tokenizer, frozenset(eos_ids), **options)
 
 
 def load_embedding_engine(

@@ -233,6 +233,23 @@ def default_parallel() -> int:
     return positive_from_env("CORE_CHAT_PARALLEL") or DEFAULT_PARALLEL
 
 
+def deterministic_from_env() -> bool:
+    """``CORE_DETERMINISTIC``: run each request alone, so that none depends on another
+    decoded beside it (at the cost of batching; benchmarks/README.md). Off by default.
+
+    Raises:
+        ValueError: it is set to anything but a yes or a no (1/0, true/false, yes/no, on/off).
+    """
+    configured = os.environ.get("CORE_DETERMINISTIC", "").strip().lower()
+    if configured in ("", "0", "false", "no", "off"):
+        return False
+    if configured in ("1", "true", "yes", "on"):
+        return True
+    raise ValueError(
+        f"CORE_DETERMINISTIC must be 1/true/yes/on or 0/false/no/off, got {configured!r}"
+    )
+
+
 def positive_from_env(name: str) -> int | None:
     """The whole number in environment variable ``name``; None when unset.
 

@@ -18,7 +18,12 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from backend.engines.base import JSONSchemaConstraint, SamplingParams
-from backend.engines.request_runner import RunnerChatEngine, checked_prompt, default_parallel
+from backend.engines.request_runner import (
+    RunnerChatEngine,
+    checked_prompt,
+    default_parallel,
+    deterministic_from_env,
+)
 from backend.engines.sampling import TokenChooser
 from backend.engines.token_mask import ConstraintMasks, masks_available
 from backend.engines.torch_placement import load_pretrained
@@ -43,6 +48,8 @@ class TransformersChatEngine(RunnerChatEngine):
         device / dtype: where and in which precision (``torch_placement.load_pretrained``).
         parallel: requests decoded together at most (default ``CORE_CHAT_PARALLEL``, as for
             the llama.cpp engine); more wait for a place.
+        deterministic: decode one request at a time (default ``CORE_DETERMINISTIC``): a
+            generation alone runs unpadded, so its tokens do not depend on what else runs.
     """
 
     supports_constraints = masks_available()
@@ -53,6 +60,7 @@ class TransformersChatEngine(RunnerChatEngine):
         device: str | None = None,
         dtype: str | None = None,
         parallel: int | None = None,
+        deterministic: bool | None = None,
     ) -> None:
         self.tokenizer, self.model, self.device = load_pretrained(
             AutoModelForCausalLM, model_path, device, dtype
@@ -69,6 +77,8 @@ class TransformersChatEngine(RunnerChatEngine):
         self._masks: ConstraintMasks | None = None  # built on the first constrained call
         self._masks_lock = threading.Lock()
         parallel = parallel or default_parallel()
+        if deterministic_from_env() if deterministic is None else deterministic:
+            parallel = 1
         self._runner = TransformersRunner(self.model, self.device, slots=parallel)
         logger.info(
             "chat model %s: %s on %s, context %d, eos ids %s, %d requests at once",
