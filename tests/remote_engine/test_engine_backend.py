@@ -81,7 +81,12 @@ def test_embeddings_equal_the_in_process_vectors(engine_backend, small_backend):
         remote = engine_backend.embed({"model": model, "input": texts})
         local = small_backend.embed({"model": model, "input": texts})
         cosines = np.sum(np.array(remote.float_vectors()) * np.array(local.float_vectors()), 1)
-        assert cosines.min() >= 0.9999, cosines
+        # A text in one window is the same vector, up to the bf16 rounding of other batch
+        # shapes (1e-7 measured). A long one differs by design: its windows travel as decoded
+        # text and their mean is taken after, not before, normalising (1 - cosine measured
+        # at 9.9e-5 and 3.6e-5); each bound keeps ten times that margin or more.
+        assert cosines[:3].min() >= 1 - 1e-5, cosines
+        assert cosines[3] >= 1 - 1e-3, cosines
         assert remote.model == local.model and remote.usage == local.usage
 
 
