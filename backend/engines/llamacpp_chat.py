@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from backend.engines.base import JSONSchemaConstraint, SamplingParams
+from backend.engines.lifetime import release_once
 from backend.engines.llamacpp_runner import BatchingRunner
 from backend.engines.prompt_tree import shared_prefix_groups
 from backend.engines.request_runner import (
@@ -151,6 +152,9 @@ class LlamaCppChatEngine(RunnerChatEngine):
             batch_tokens=_BATCH_TOKENS,
             one_at_a_time=deterministic_from_env() if deterministic is None else deterministic,
         )
+        #: Stops the runner's thread, then frees the context and the model (``close``, or
+        #: unclosed at collection or exit: ``backend.engines.lifetime``).
+        self._release = release_once(self, self._runner, self._context, self._model)
         self._masks: ConstraintMasks | None = None  # built on the first constrained call
         logger.info(
             "chat model %s: llama.cpp on cpu, %d threads, context %d, %d requests at once",
@@ -212,9 +216,7 @@ class LlamaCppChatEngine(RunnerChatEngine):
         return results
 
     def close(self) -> None:
-        self._runner.close()
-        self._context.close()
-        self._model.close()
+        self._release()
 
 
 def _candidate_logprobs(candidate_ids: Sequence[int]) -> Callable[[np.ndarray], list[float]]:

@@ -18,6 +18,7 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from backend.engines.base import JSONSchemaConstraint, SamplingParams
+from backend.engines.lifetime import release_once
 from backend.engines.request_runner import (
     RunnerChatEngine,
     checked_prompt,
@@ -80,6 +81,10 @@ class TransformersChatEngine(RunnerChatEngine):
         if deterministic_from_env() if deterministic is None else deterministic:
             parallel = 1
         self._runner = TransformersRunner(self.model, self.device, slots=parallel)
+        #: Stops the runner's thread (``close``, or unclosed at collection or interpreter exit,
+        #: where a forward pass still running would abort the process:
+        #: ``backend.engines.lifetime``).
+        self._release = release_once(self, self._runner)
         logger.info(
             "chat model %s: %s on %s, context %d, eos ids %s, %d requests at once",
             model_path,
@@ -129,4 +134,4 @@ class TransformersChatEngine(RunnerChatEngine):
         return self._runner.score_many(checked, logprobs)
 
     def close(self) -> None:
-        self._runner.close()
+        self._release()
