@@ -1,15 +1,14 @@
 """``ChatCore``: the service's chat models as a LangChain chat model.
 
 The class stays thin: requests are built from the fields and call options, messages are
-converted by the pure functions of ``langchain_core_ext.messages``, and the work is done by a
+converted by the pure functions of ``langchain_core_ext.messages`` (tool choices by
+``tool_choice``, token estimates by ``token_estimate``), and the work is done by a
 ``Backend`` (in-process or HTTP, see ``langchain_core_ext.connection``).
 """
 
 from __future__ import annotations
 
-import math
-import re
-from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from collections.abc import AsyncIterator, Iterator, Sequence
 from operator import itemgetter
 from typing import Any, Literal
 
@@ -24,7 +23,6 @@ from langchain_core.output_parsers.openai_tools import (
 )
 from langchain_core.outputs import ChatGeneration, ChatGenerationChunk, ChatResult
 from langchain_core.runnables import Runnable, RunnableMap, RunnablePassthrough
-from langchain_core.tools import BaseTool
 from langchain_core.utils.function_calling import convert_to_openai_tool
 from langchain_core.utils.pydantic import is_basemodel_subclass
 from pydantic import BaseModel, ConfigDict, Field
@@ -39,86 +37,8 @@ from langchain_core_ext.messages import (
     completion_to_message,
     messages_to_wire,
 )
-
-ToolLike = dict[str, Any] | type | Callable[..., Any] | BaseTool
-ToolChoiceLike = str | bool | dict[str, Any] | None
-
-
-def tool_choice_to_wire(
-    tool_choice: ToolChoiceLike, tool_names: Sequence[str]
-) -> str | dict[str, Any] | None:
-    """LangChain's ``tool_choice`` values as the service's (spec 4.1).
-
-    ``"auto"`` and ``"none"`` pass through; ``"any"`` and ``"required"`` force some call
-    (``"required"``, or the function itself when only one tool is bound: the same demand,
-    and the service then writes the name for the model, which small models need); a tool's
-    name forces that function; ``True`` forces the only tool; ``False`` and ``None`` leave
-    the choice to the service. A dict must already be the wire
-    shape ``{"type": "function", "function": {"name": ...}}``.
-
-    Raises:
-        ValueError: an unknown name, or ``True`` with other than exactly one tool.
-    """
-    if tool_choice is None or tool_choice is False:
-        return None
-    if tool_choice is True:
-        if len(tool_names) != 1:
-            raise ValueError(
-                f"tool_choice=True forces the only tool, but {len(tool_names)} tools are "
-                "bound; name the tool to force instead"
-            )
-        return _forced(tool_names[0])
-    if isinstance(tool_choice, dict):
-        name = (tool_choice.get("function") or {}).get("name")
-        if tool_choice.get("type") != "function" or not isinstance(name, str):
-            raise ValueError(
-                "a tool_choice dict must be {'type': 'function', 'function': {'name': ...}}, "
-                f"got {tool_choice!r}"
-            )
-        return _forced(_known(name, tool_names))
-    if tool_choice in ("auto", "none"):
-        return tool_choice
-    if tool_choice in ("any", "required"):
-        return _forced(tool_names[0]) if len(tool_names) == 1 else "required"
-    return _forced(_known(tool_choice, tool_names))
-
-
-def _forced(name: str) -> dict[str, Any]:
-    return {"type": "function", "function": {"name": name}}
-
-
-def _known(name: str, tool_names: Sequence[str]) -> str:
-    if name not in tool_names:
-        raise ValueError(
-            f"tool_choice names {name!r}, which is not among the bound tools "
-            f"({', '.join(tool_names) or 'none'}); use auto, none, any, required or a tool name"
-        )
-    return name
-
-
-_PIECES = re.compile(r"(\d+)|([^\W\d_]+)|([^\w\s]+|_+)|(\s*\n\s*)")
-
-
-def estimate_token_count(text: str) -> int:
-    """A rough token count needing no tokenizer, for when the model's tokenizer is not in
-    this process (an HTTP backend) and no ``custom_get_token_ids`` is given.
-
-    Qwen-style BPE: one token per digit, about six letters per token of a Latin word and
-    1.5 characters per token in other scripts, two symbols per punctuation token, one per
-    line break; spaces ride on the next word.
-    """
-    total = 0
-    for digits, word, symbols, _newline in _PIECES.findall(text):
-        if digits:
-            total += len(digits)
-        elif word:
-            # Latin words merge well; other scripts (Hangul, kana, CJK) far less.
-            total += math.ceil(len(word) / 6) if word.isascii() else math.ceil(len(word) * 2 / 3)
-        elif symbols:
-            total += math.ceil(len(symbols) / 2)
-        else:
-            total += 1
-    return total
+from langchain_core_ext.token_estimate import estimate_token_count
+from langchain_core_ext.tool_choice import ToolChoiceLike, ToolLike, tool_choice_to_wire
 
 
 class ChatCore(CoreConnection, BaseChatModel):
