@@ -17,7 +17,7 @@ from backend.chat.responses import PreparedAnswer
 from backend.chat.service import ChatService
 from backend.embeddings.service import EmbeddingService
 from backend.engines.base import ChatEngine, EmbeddingEngine
-from backend.engines.selection import chat_engine_kind, judge_reads_with_copy
+from backend.engines.selection import CHAT_ENGINES, chat_engine_kind, judge_reads_with_copy
 from backend.groundedness.calibration import JudgeCalibration, calibration_for
 from backend.groundedness.service import GroundednessService, JudgeReader
 from backend.interface import (
@@ -55,34 +55,64 @@ class LazyEngine(Lazy[T]):
         return self._use_lock
 
 
+def _check_instance(keyword: str, engine: object, kind: type) -> None:
+    """Refuse, at construction, an injected engine that is not a ``kind`` (a string here is
+    most likely an engine *choice*, which is ``EngineConfig.chat_engine``)."""
+    if engine is None or isinstance(engine, kind):
+        return
+    hint = (
+        "; to choose which engine runs the chat model, pass chat_engine= one of: "
+        + ", ".join(CHAT_ENGINES)
+        if isinstance(engine, str)
+        else ""
+    )
+    raise TypeError(
+        f"{keyword} takes a ready {kind.__name__} object, got {type(engine).__name__} "
+        f"{engine!r}{hint}"
+    )
+
+
 class InProcessBackend(ServicesBackend):
     """Runs chat, groundedness and embeddings in this process.
 
     Args:
         config: which models to run (default: from the environment, see ``EngineConfig``).
-        chat_engine / embedding_engine: ready engines to use instead of loading the
-            configured ones (tests, or sharing one engine between backends); they belong to
-            the caller, who closes them.
+        chat_engine_instance / embedding_engine_instance: ready engine objects to use instead
+            of loading the configured ones (tests, or sharing one engine between backends);
+            they belong to the caller, who closes them.
         **options: ``EngineConfig`` fields overriding the environment (``profile="small"``,
-            ``chat_model="Qwen/Qwen2.5-7B-Instruct"``, ``device="cuda"``...).
+            ``chat_model="Qwen/Qwen2.5-7B-Instruct"``, ``chat_engine="transformers"``,
+            ``device="cuda"``...); not together with ``config``.
+
+    Raises:
+        TypeError / ValueError: an engine object of the wrong kind, an unknown option, or an
+            option's value out of its accepted ones (``EngineConfig``), at construction.
     """
 
     def __init__(
         self,
         config: EngineConfig | None = None,
         *,
-        chat_engine: ChatEngine | None = None,
-        embedding_engine: EmbeddingEngine | None = None,
+        chat_engine_instance: ChatEngine | None = None,
+        embedding_engine_instance: EmbeddingEngine | None = None,
         **options: Any,
     ) -> None:
+        if config is not None and options:
+            raise TypeError(
+                f"pass either config or EngineConfig options ({', '.join(sorted(options))}), "
+                "not both"
+            )
+        _check_instance("chat_engine_instance", chat_engine_instance, ChatEngine)
+        _check_instance("embedding_engine_instance", embedding_engine_instance, EmbeddingEngine)
         self.config = config or EngineConfig.from_env(**options)
-        self._chat = LazyEngine(lambda: chat_engine or self._load_chat_engine())
+        chat, embedding = chat_engine_instance, embedding_engine_instance
+        self._chat = LazyEngine(lambda: chat or self._load_chat_engine())
         self._judge_copy = LazyEngine(self._load_judge_copy)
-        self._embedding = LazyEngine(lambda: embedding_engine or self._load_embedding_engine())
+        self._embedding = LazyEngine(lambda: embedding or self._load_embedding_engine())
         #: The engines this backend loads, and so closes (injected ones are the caller's).
         self._owned = [self._judge_copy]
-        self._owned += [self._chat] if chat_engine is None else []
-        self._owned += [self._embedding] if embedding_engine is None else []
+        self._owned += [self._chat] if chat is None else []
+        self._owned += [self._embedding] if embedding is None else []
         self._chat_service = Lazy(self._build_chat_service)
         self._judge_reader = Lazy(self._choose_judge_reader)
         self._groundedness_service = Lazy(self._build_groundedness_service)

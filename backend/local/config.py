@@ -42,6 +42,24 @@ PROFILE_CHAT_MODELS = {
 DEFAULT_EMBEDDING_MODEL = "multilingual-e5-small"
 
 
+#: Where a ready engine object goes, for whoever passed one as the engine choice.
+INJECTED_CHAT_ENGINE_HINT = (
+    "; a ready engine object goes to InProcessBackend(chat_engine_instance=...)"
+)
+
+
+def _check_choice(name: str, value: object, accepted: tuple[str, ...], hint: str = "") -> None:
+    """Refuse a choice that is not one of ``accepted`` (TypeError for a non-string, as an
+    engine object passed where the choice goes), naming the accepted values."""
+    if not isinstance(value, str):
+        raise TypeError(
+            f"{name} is one of {', '.join(accepted)}; got {type(value).__name__} {value!r}" + hint
+        )
+    if value not in accepted:
+        what = name.replace("_", " ")
+        raise ValueError(f"unknown {what} {value!r}; use one of: {', '.join(accepted)}")
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     profile: str = "default"
@@ -62,15 +80,8 @@ class EngineConfig:
     tool_call_check_below: float | None = None
 
     def __post_init__(self) -> None:
-        if self.chat_engine not in CHAT_ENGINES:
-            raise ValueError(
-                f"unknown chat engine {self.chat_engine!r}; use one of: {', '.join(CHAT_ENGINES)}"
-            )
-        if self.groundedness_engine not in JUDGE_READERS:
-            raise ValueError(
-                f"unknown groundedness engine {self.groundedness_engine!r}; use one of: "
-                f"{', '.join(JUDGE_READERS)}"
-            )
+        _check_choice("chat_engine", self.chat_engine, CHAT_ENGINES, INJECTED_CHAT_ENGINE_HINT)
+        _check_choice("groundedness_engine", self.groundedness_engine, JUDGE_READERS)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> EngineConfig:
@@ -98,5 +109,9 @@ class EngineConfig:
         )
         unknown = set(overrides) - set(cls.__dataclass_fields__)
         if unknown:
-            raise TypeError(f"unknown engine options: {', '.join(sorted(unknown))}")
+            raise TypeError(
+                f"unknown engine options: {', '.join(sorted(unknown))}; the options are "
+                f"{', '.join(cls.__dataclass_fields__)} (ready engine objects go to "
+                "InProcessBackend(chat_engine_instance=..., embedding_engine_instance=...))"
+            )
         return replace(config, **{k: v for k, v in overrides.items() if v is not None})

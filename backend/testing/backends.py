@@ -23,13 +23,13 @@ from backend.protocol.schemas import ChatCompletion, EmbeddingList
 from backend.testing.engines import CharCountEmbeddingEngine, ScriptedChatEngine
 
 
-def offline_backend(chat_engine: ChatEngine | None = None) -> InProcessBackend:
-    """The in-process backend on the offline doubles: ``chat_engine`` (default a
+def offline_backend(chat_engine_instance: ChatEngine | None = None) -> InProcessBackend:
+    """The in-process backend on the offline doubles: ``chat_engine_instance`` (default a
     ``ScriptedChatEngine``) and the letter-counting embedding engine."""
     return InProcessBackend(
         profile="small",
-        chat_engine=chat_engine or ScriptedChatEngine(),
-        embedding_engine=CharCountEmbeddingEngine(),
+        chat_engine_instance=chat_engine_instance or ScriptedChatEngine(),
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
 
 

@@ -255,7 +255,8 @@ def test_groundedness_refuses_missing_cells_before_any_request():
 
 def test_in_process_vectors_match_a_direct_request_row_for_row():
     service = InProcessBackend(
-        chat_engine=ScriptedChatEngine("yes"), embedding_engine=CharCountEmbeddingEngine()
+        chat_engine_instance=ScriptedChatEngine("yes"),
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
     texts = ["apple pie", "banana bread", "apple pie", "cherry tart"] * 30  # 120 texts, 3 distinct
     vectors = BulkRunner(service, progress=False, max_inputs=2).embed(texts)

@@ -28,8 +28,8 @@ WEATHER_TOOL = {
 def _service(reply: str) -> InProcessBackend:
     return InProcessBackend(
         profile="small",
-        chat_engine=ScriptedChatEngine(reply),
-        embedding_engine=CharCountEmbeddingEngine(),
+        chat_engine_instance=ScriptedChatEngine(reply),
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
 
 
@@ -125,7 +125,9 @@ def test_tool_call_response_shape():
 def test_forced_tool_choice_prefills_the_call_opening():
     engine = ScriptedChatEngine('{"city": "Paris"}}\n</tool_call>')
     service = InProcessBackend(
-        profile="small", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+        profile="small",
+        chat_engine_instance=engine,
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
     forced = {"type": "function", "function": {"name": "get_weather"}}
     result = service.chat(_request(tools=[WEATHER_TOOL], tool_choice=forced))
@@ -140,7 +142,9 @@ def test_forced_tool_choice_prefills_the_call_opening():
 def test_tool_choice_none_hides_the_tools():
     engine = ScriptedChatEngine('{"name": "get_weather", "arguments": {"city": "Seoul"}}')
     service = InProcessBackend(
-        profile="small", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+        profile="small",
+        chat_engine_instance=engine,
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
     result = service.chat(_request(tools=[WEATHER_TOOL], tool_choice="none"))
     assert result.choices[0].message.tool_calls is None
@@ -204,7 +208,9 @@ async def test_async_twins_match_sync():
 async def test_async_stream_stops_generation_when_the_consumer_leaves():
     engine = ScriptedChatEngine("x" * 2000)
     service = InProcessBackend(
-        profile="small", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+        profile="small",
+        chat_engine_instance=engine,
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
     stream = await service.astream_chat(_request())
     async for _ in stream:
@@ -216,7 +222,9 @@ async def test_async_stream_stops_generation_when_the_consumer_leaves():
 def test_trailing_tool_results_are_shown_as_a_user_turn_without_tools():
     engine = ScriptedChatEngine("It is sunny in Seoul.")
     service = InProcessBackend(
-        profile="small", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+        profile="small",
+        chat_engine_instance=engine,
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
     call = {
         "id": "c1",
@@ -241,7 +249,9 @@ def test_trailing_tool_results_are_shown_as_a_user_turn_without_tools():
 def test_closing_a_stream_stops_the_generation():
     engine = SlowChatEngine("x" * 2000)
     service = InProcessBackend(
-        profile="small", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+        profile="small",
+        chat_engine_instance=engine,
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
     with service.stream_chat(_request()) as stream:
         first = [next(stream), next(stream)]

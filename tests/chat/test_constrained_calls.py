@@ -58,7 +58,9 @@ class ConstrainingEngine(ScriptedChatEngine):
 def _chat(reply: str, **request):
     engine = ConstrainingEngine(reply)
     service = InProcessBackend(
-        profile="small", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+        profile="small",
+        chat_engine_instance=engine,
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
     body = {"model": "core-1-mini-chat", "messages": [{"role": "user", "content": "hi"}], **request}
     return engine, service.chat(body).choices[0].message
@@ -188,7 +190,9 @@ class CheckedEngine(ConstrainingEngine):
 def test_a_call_the_model_finds_unneeded_is_replaced_by_a_plain_answer(profile, needed, called):
     engine = CheckedEngine(needed)
     service = InProcessBackend(
-        profile=profile, chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+        profile=profile,
+        chat_engine_instance=engine,
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
     body = {
         "model": "core-1-mini-chat",
@@ -212,7 +216,9 @@ def test_a_call_the_model_finds_unneeded_is_replaced_by_a_plain_answer(profile, 
 def test_a_forced_call_is_not_checked():
     engine = CheckedEngine(needed=False)
     service = InProcessBackend(
-        profile="default", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+        profile="default",
+        chat_engine_instance=engine,
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
     body = {
         "model": "core-1-mini-chat",

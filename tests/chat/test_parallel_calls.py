@@ -26,7 +26,9 @@ CITIES = [{"city": "Paris"}, {"city": "Tokyo"}]
 
 def _service(engine) -> InProcessBackend:
     return InProcessBackend(
-        profile="small", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+        profile="small",
+        chat_engine_instance=engine,
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
 
 
@@ -113,7 +115,9 @@ class TwoToolEngine(ScriptedChatEngine):
 def test_a_reply_of_several_calls_is_kept_whole_when_any_tool_is_needed(needed, asked, kept):
     engine = TwoToolEngine(needed)
     service = InProcessBackend(
-        profile="default", chat_engine=engine, embedding_engine=CharCountEmbeddingEngine()
+        profile="default",
+        chat_engine_instance=engine,
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
     body = {
         "model": "core-1-mini-chat",

@@ -120,7 +120,9 @@ def test_a_chat_engine_put_in_place_of_llama_cpp_reads_the_judge_prompts_itself(
     monkeypatch.setattr(torch_placement, "cpu_has_amx", lambda: True)
     plug_in = EchoChatEngine()
     service = InProcessBackend(
-        chat_model=EMBEDDED, chat_engine=plug_in, embedding_engine=CharCountEmbeddingEngine()
+        chat_model=EMBEDDED,
+        chat_engine_instance=plug_in,
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
     reader = service.judge_reader()
     assert reader.engine is plug_in and reader.kind == "transformers"
@@ -147,8 +149,8 @@ def test_the_judge_uses_the_thresholds_calibrated_for_its_reader(profile, quanti
     """llama.cpp (4-bit) and transformers (bf16) give slightly different P(yes)."""
     service = InProcessBackend(
         profile=profile,
-        chat_engine=_chat_engine(quantized),
-        embedding_engine=CharCountEmbeddingEngine(),
+        chat_engine_instance=_chat_engine(quantized),
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
     assert service.judge_reader().kind == reader
     assert service.judge_calibration() == calibration_for(profile, reader)
@@ -156,8 +158,8 @@ def test_the_judge_uses_the_thresholds_calibrated_for_its_reader(profile, quanti
 
 def test_configured_thresholds_win_over_the_calibrated_ones():
     service = InProcessBackend(
-        chat_engine=EchoChatEngine(),
-        embedding_engine=CharCountEmbeddingEngine(),
+        chat_engine_instance=EchoChatEngine(),
+        embedding_engine_instance=CharCountEmbeddingEngine(),
         grounded_at=1.0,  # nothing is grounded and nothing is not: every verdict is notSure
         not_grounded_below=0.0,
     )

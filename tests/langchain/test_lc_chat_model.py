@@ -363,7 +363,8 @@ async def test_async_stream_does_not_block_the_event_loop():
                 yield token
 
     service = InProcessBackend(
-        chat_engine=SlowEngine("abcdefghij"), embedding_engine=CharCountEmbeddingEngine()
+        chat_engine_instance=SlowEngine("abcdefghij"),
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
     ticks = 0
 

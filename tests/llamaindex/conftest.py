@@ -92,8 +92,8 @@ def scripted() -> Callable[..., RecordingBackend]:
         return RecordingBackend(
             InProcessBackend(
                 profile="small",
-                chat_engine=ScriptedChatEngine(reply),
-                embedding_engine=CharCountEmbeddingEngine(),
+                chat_engine_instance=ScriptedChatEngine(reply),
+                embedding_engine_instance=CharCountEmbeddingEngine(),
             )
         )
 

@@ -28,8 +28,8 @@ def shared():
     def build(config: EngineConfig) -> TrackedBackend:
         return TrackedBackend(
             config,
-            chat_engine=ScriptedChatEngine("ok"),
-            embedding_engine=CharCountEmbeddingEngine(),
+            chat_engine_instance=ScriptedChatEngine("ok"),
+            embedding_engine_instance=CharCountEmbeddingEngine(),
         )
 
     return SharedBackends(build)

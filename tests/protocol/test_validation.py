@@ -19,8 +19,8 @@ GROUNDEDNESS = "core-1-mini-groundedness-check"
 def service():
     return InProcessBackend(
         profile="small",
-        chat_engine=ScriptedChatEngine("yes"),
-        embedding_engine=CharCountEmbeddingEngine(),
+        chat_engine_instance=ScriptedChatEngine("yes"),
+        embedding_engine_instance=CharCountEmbeddingEngine(),
     )
 
 
