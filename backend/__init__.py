@@ -21,9 +21,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pydantic import BaseModel, Field, SecretStr
+from pydantic import BaseModel, Field, SecretStr, field_validator
 
 from backend.client.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
+from backend.engines.selection import CHAT_ENGINES
 from backend.interface import AsyncChatStream, Backend, ChatStream
 from backend.protocol.errors import (
     APIConnectionError,
@@ -84,10 +85,12 @@ def connect(
         engine_url: an OpenAI-compatible engine's API (vLLM, llama-server, Ollama...), e.g.
             ``http://127.0.0.1:8080/v1``; see ``backend.remote_engine.EngineSettings`` for
             its options (``chat_model``, ``embeddings_url``, ``embedding_model``,
-            ``engine_api_key``, ``grounded_at`` / ``not_grounded_below``,
+            ``embedding_tokenizer``, ``engine_api_key``, ``grounded_at`` / ``not_grounded_below``,
             ``judge_calibration``, ``timeout``, ``max_retries``).
         **options: for HTTP, client options (``timeout``, ``max_retries``...); in-process,
-            ``EngineConfig`` fields (``profile="small"``, ``chat_model=...``, ``device=...``).
+            ``EngineConfig`` fields (``profile="small"``, ``chat_model=...``, ``device=...``,
+            ``chat_engine="transformers"``: which engine runs the chat model, ``auto``,
+            ``llama.cpp`` or ``transformers``), refused at once when unknown or out of range.
     """
     if not base_url and not engine_url:
         base_url = _env_base_url()
@@ -114,12 +117,14 @@ def connect_shared(
     timeout: float = DEFAULT_TIMEOUT,
     max_retries: int = DEFAULT_MAX_RETRIES,
     engine_url: str | None = None,
+    chat_engine: str | None = None,
     **engine_options: Any,
 ) -> Backend:
     """The backend an adapter uses: the server at ``base_url`` (``CORE_BASE_URL``), or the
     engines at ``engine_url`` (``CORE_ENGINE_URL``; ``engine_options`` as for ``connect``),
     else a handle on the in-process backend this process shares among everything built with
-    the same engine settings (from the ``CORE_*`` variables), so models load once.
+    the same engine settings (from the ``CORE_*`` variables, and ``chat_engine``: ``auto``,
+    ``llama.cpp`` or ``transformers``, in-process only), so models load once.
 
     ``timeout`` and ``max_retries`` concern the HTTP clients only: in-process there is no
     connection to time out or retry. Closing the result closes the client, or gives up the
@@ -135,9 +140,10 @@ def connect_shared(
             max_retries=max_retries,
             **options,
         )
+    from backend.local.config import EngineConfig
     from backend.local.shared import shared_backend
 
-    return shared_backend()
+    return shared_backend(EngineConfig.from_env(chat_engine=chat_engine))
 
 
 def _env_base_url() -> str | None:
@@ -158,10 +164,13 @@ class ConnectionSettings(BaseModel):
             this process, shared with everything else built with the same engine settings.
         api_key: bearer key (default ``CORE_API_KEY``); never serialised.
         timeout / max_retries: for the HTTP clients, which alone retry (not in-process).
-        engine_url, chat_model, embeddings_url, embedding_model, engine_api_key, grounded_at,
-            not_grounded_below, judge_calibration: the engines and their models, as for
-            ``backend.connect(engine_url=...)`` (``backend.remote_engine.EngineSettings``);
-            an explicit ``base_url`` wins over them.
+        engine_url, chat_model, embeddings_url, embedding_model, embedding_tokenizer,
+            engine_api_key, grounded_at, not_grounded_below, judge_calibration: the engines
+            and their models, as for ``backend.connect(engine_url=...)``
+            (``backend.remote_engine.EngineSettings``); an explicit ``base_url`` wins over them.
+        chat_engine: in-process only, which engine runs the chat model: ``auto``,
+            ``llama.cpp`` or ``transformers`` (default ``CORE_CHAT_ENGINE``, else ``auto``);
+            another value is refused here. A ready backend goes to the adapters' ``backend=``.
     """
 
     base_url: str | None = Field(
@@ -197,6 +206,11 @@ class ConnectionSettings(BaseModel):
     embedding_model: str | None = Field(
         default=None, description="The embedding engine's model id (default: its only model)."
     )
+    embedding_tokenizer: str | None = Field(
+        default=None,
+        description="The embedding model's tokenizer, a Hugging Face id or folder (default: "
+        "CORE_ENGINE_EMBEDDING_TOKENIZER, else the engine's own /tokenize).",
+    )
     engine_api_key: SecretStr | None = Field(
         default=None, exclude=True, description="Bearer key for the engines."
     )
@@ -211,13 +225,30 @@ class ConnectionSettings(BaseModel):
         description="'small' or 'default': reuse the calibration of those embedded weights.",
     )
 
+    chat_engine: str | None = Field(
+        default=None,
+        description="In-process: the engine running the chat model, one of "
+        + ", ".join(CHAT_ENGINES)
+        + " (default: CORE_CHAT_ENGINE, else auto).",
+    )
+
+    @field_validator("chat_engine", mode="before")
+    @classmethod
+    def _known_chat_engine(cls, value: Any) -> Any:
+        if value is not None and (not isinstance(value, str) or value not in CHAT_ENGINES):
+            raise ValueError(
+                f"unknown chat engine {value!r}; use one of: {', '.join(CHAT_ENGINES)} "
+                "(a ready backend goes to backend=)"
+            )
+        return value
+
     def connect(self) -> Backend:
         """The HTTP client for ``base_url``, the engine backend for ``engine_url``, or a
         handle on the shared in-process backend (``backend.connect_shared``)."""
         engine_url = self.engine_url if "base_url" not in self.model_fields_set else None
         engine_options = {
             name: getattr(self, name)
-            for name in ("chat_model", "embeddings_url", "embedding_model")
+            for name in ("chat_model", "embeddings_url", "embedding_model", "embedding_tokenizer")
             + ("grounded_at", "not_grounded_below", "judge_calibration")
             if getattr(self, name) is not None
         }
@@ -229,5 +260,6 @@ class ConnectionSettings(BaseModel):
             timeout=self.timeout,
             max_retries=self.max_retries,
             engine_url=engine_url,
+            chat_engine=self.chat_engine,
             **engine_options,
         )

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from backend import connect
+from backend.engines.selection import CHAT_ENGINES
 from backend.groundedness.request import groundedness_request, read_verdict
 from backend.interface import Backend
 from backend.local.config import PROFILE_CHAT_MODELS
@@ -34,6 +35,7 @@ ENGINE_OPTIONS = {
     "engine_chat_model": "chat_model",
     "engine_embeddings_url": "embeddings_url",
     "engine_embedding_model": "embedding_model",
+    "engine_embedding_tokenizer": "embedding_tokenizer",
     "engine_api_key": "engine_api_key",
     "grounded_at": "grounded_at",
     "not_grounded_below": "not_grounded_below",
@@ -44,6 +46,7 @@ _ENGINE_ONLY = (
     "engine_chat_model",
     "engine_embeddings_url",
     "engine_embedding_model",
+    "engine_embedding_tokenizer",
     "engine_api_key",
     "judge_calibration",
 )
@@ -59,6 +62,10 @@ def _engine_options(parser: argparse.ArgumentParser) -> None:
     engine.add_argument("--engine-chat-model", help="the engine's chat model id")
     engine.add_argument("--engine-embeddings-url", help="embeddings URL, if not the engine's")
     engine.add_argument("--engine-embedding-model", help="the engine's embedding model id")
+    engine.add_argument(
+        "--engine-embedding-tokenizer",
+        help="its tokenizer, a Hugging Face id or folder (default: the engine's /tokenize)",
+    )
     engine.add_argument("--engine-api-key", help="bearer key for the engine")
     engine.add_argument("--grounded-at", type=float, help="support at which a response is grounded")
     engine.add_argument(
@@ -69,10 +76,19 @@ def _engine_options(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _in_process_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--profile", choices=PROFILES, help="in-process model profile")
+    parser.add_argument(
+        "--chat-engine",
+        choices=CHAT_ENGINES,
+        help="in-process engine running the chat model (default: CORE_CHAT_ENGINE, else auto)",
+    )
+
+
 def _connection_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--base-url", help="server address (default: in-process, or CORE_BASE_URL)")
     parser.add_argument("--api-key", help="bearer key for the server (default: CORE_API_KEY)")
-    parser.add_argument("--profile", choices=PROFILES, help="in-process model profile")
+    _in_process_options(parser)
     _engine_options(parser)
 
 
@@ -88,14 +104,25 @@ def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
             parser.error(f"{flag} needs --engine-url")
     elif getattr(args, "base_url", None):
         parser.error("--base-url and --engine-url exclude each other")
-    elif args.profile:
-        parser.error("--profile and --engine-url exclude each other (the engine runs the models)")
+    for flag in ("profile", "chat_engine"):
+        if getattr(args, flag) is None:
+            continue
+        if args.engine_url is not None:
+            parser.error(
+                f"--{flag.replace('_', '-')} and --engine-url exclude each other "
+                "(the engine runs the models)"
+            )
+        if getattr(args, "base_url", None):
+            parser.error(
+                f"--{flag.replace('_', '-')} and --base-url exclude each other "
+                "(the server runs the models)"
+            )
 
 
 def backend_options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``backend.connect`` keywords the flags give: the profile and the engine's options,
     those not given left out."""
-    options = {"profile": args.profile}
+    options = {"profile": args.profile, "chat_engine": args.chat_engine}
     options.update({keyword: getattr(args, flag) for flag, keyword in ENGINE_OPTIONS.items()})
     return {name: value for name, value in options.items() if value is not None}
 
@@ -171,6 +198,7 @@ def _serve(args: argparse.Namespace) -> int:
         no_auth=args.no_auth,
         key_file=args.api_key_file,
         profile=args.profile,
+        chat_engine=args.chat_engine,
         backend=backend,
     )
     return 0
@@ -211,7 +239,7 @@ def build_parser() -> argparse.ArgumentParser:
     serve.add_argument("--port", type=int, default=8000)
     serve.add_argument("--no-auth", action="store_true", help="accept requests without a key")
     serve.add_argument("--api-key-file", help="file with accepted keys, one per line")
-    serve.add_argument("--profile", choices=PROFILES, help="model profile")
+    _in_process_options(serve)
     _engine_options(serve)
     ray = serve.add_argument_group("Ray Serve", "serve replicas on a Ray cluster")
     ray.add_argument(

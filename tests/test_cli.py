@@ -17,6 +17,7 @@ ENGINE_FLAGS = [
     "--engine-chat-model", "qwen-7b",
     "--engine-embeddings-url", "http://127.0.0.1:8081/v1",
     "--engine-embedding-model", "e5",
+    "--engine-embedding-tokenizer", "/models/e5-tokenizer",
     "--engine-api-key", "engine-secret",
     "--grounded-at", "0.6",
     "--not-grounded-below", "0.3",
@@ -27,6 +28,7 @@ ENGINE_OPTIONS = {
     "chat_model": "qwen-7b",
     "embeddings_url": "http://127.0.0.1:8081/v1",
     "embedding_model": "e5",
+    "embedding_tokenizer": "/models/e5-tokenizer",
     "engine_api_key": "engine-secret",
     "grounded_at": 0.6,
     "not_grounded_below": 0.3,
@@ -73,6 +75,7 @@ def test_serve_on_an_engine_connects_with_the_given_options_only(connect, run_se
             "no_auth": False,
             "key_file": None,
             "profile": None,
+            "chat_engine": None,
             "backend": connect.result,
         }
     ]

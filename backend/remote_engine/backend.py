@@ -13,6 +13,7 @@ import logging
 from typing import Any
 
 from backend.chat.responses import PreparedAnswer
+from backend.client.transport import RetryingTransport
 from backend.embeddings.service import EmbeddingService
 from backend.groundedness.calibration import CALIBRATIONS, JudgeCalibration, calibration_for
 from backend.groundedness.service import GroundednessService, JudgeReader
@@ -23,9 +24,10 @@ from backend.protocol.errors import ServiceUnavailableError
 from backend.protocol.schemas import ChatCompletionRequest
 from backend.remote_engine.api import EngineAPI
 from backend.remote_engine.chat import EngineChatService
-from backend.remote_engine.embeddings import EngineEmbeddingEngine, embedding_tokenizer
+from backend.remote_engine.embeddings import EngineEmbeddingEngine
 from backend.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
-from backend.remote_engine.settings import EngineSettings
+from backend.remote_engine.settings import EngineSettings, engine_root_url
+from backend.remote_engine.tokenizers import resolve_window_tokenizer
 
 logger = logging.getLogger(__name__)
 
@@ -79,6 +81,13 @@ class EngineBackend(ServicesBackend):
             if s.embeddings_url == s.engine_url
             else EngineAPI(s.embeddings_url, s.engine_api_key, s.timeout, s.max_retries)  # type: ignore[arg-type]
         )
+        #: The embedding engine's tokenize endpoints, outside ``/v1``; asked only when needed.
+        self._tokenize_transport = RetryingTransport(
+            engine_root_url(s.embeddings_url),  # type: ignore[arg-type]
+            s.engine_api_key,
+            s.timeout,
+            max_retries=s.max_retries,
+        )
         self._chat_model = Lazy(lambda: s.chat_model or self._chat_api.only_model("chat model"))
         self._embedding_model = Lazy(
             lambda: s.embedding_model or self._embedding_api.only_model("embedding model")
@@ -102,10 +111,9 @@ class EngineBackend(ServicesBackend):
         return GroundednessService(JudgeReader(reading), calibration)
 
     def _build_embedding_service(self) -> EmbeddingService:
-        model = self._embedding_model.get()
-        engine = EngineEmbeddingEngine(
-            self._embedding_api, self._embedding_model.get, embedding_tokenizer(model)
-        )
+        model, option = self._embedding_model.get(), self.settings.embedding_tokenizer
+        tokenizer = resolve_window_tokenizer(option, model, self._tokenize_transport)
+        engine = EngineEmbeddingEngine(self._embedding_api, self._embedding_model.get, tokenizer)
         return EmbeddingService(engine, self.settings.prefixes)
 
     # ------------------------------------------------------------------ answering
@@ -136,3 +144,4 @@ class EngineBackend(ServicesBackend):
     def close(self) -> None:
         self._chat_api.close()
         self._embedding_api.close()
+        self._tokenize_transport.close()

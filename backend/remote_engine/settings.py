@@ -9,6 +9,10 @@ Environment variables (arguments to ``backend.connect`` win):
   their own process, TEI is another server); default: ``CORE_ENGINE_URL``.
 * ``CORE_ENGINE_EMBEDDING_MODEL``: that engine's id of its embedding model (default: its only
   model).
+* ``CORE_ENGINE_EMBEDDING_TOKENIZER``: a Hugging Face id or local folder of that model's
+  tokenizer, which cuts long inputs into windows (default: the embedded e5's for
+  ``multilingual-e5-small``, else the engine's own ``/tokenize``; see
+  ``backend.remote_engine.tokenizers``).
 * ``CORE_ENGINE_API_KEY``: bearer key sent to the engines.
 * ``CORE_QUERY_PREFIX`` / ``CORE_PASSAGE_PREFIX``: as in-process (default e5's).
 """
@@ -28,10 +32,17 @@ _ENV = {
     "chat_model": "CORE_ENGINE_CHAT_MODEL",
     "embeddings_url": "CORE_ENGINE_EMBEDDINGS_URL",
     "embedding_model": "CORE_ENGINE_EMBEDDING_MODEL",
+    "embedding_tokenizer": "CORE_ENGINE_EMBEDDING_TOKENIZER",
     "engine_api_key": "CORE_ENGINE_API_KEY",
 }
 #: The calibrations an engine's model may reuse: those of the embedded models' own weights.
 REUSABLE_CALIBRATIONS = ("default", "small")
+
+
+def engine_root_url(api_url: str) -> str:
+    """``.../v1`` -> the engine's address, where vLLM, TEI and llama-server serve
+    ``/tokenize``."""
+    return api_url.removesuffix("/v1")
 
 
 def engine_api_url(url: str) -> str:
@@ -50,6 +61,8 @@ class EngineSettings:
         engine_url: the chat engine's API, ``.../v1``.
         chat_model / embedding_model: the engines' model ids; None: the engine's only model.
         embeddings_url: the embedding engine's API (default: ``engine_url``).
+        embedding_tokenizer: the embedding model's tokenizer, a Hugging Face id or folder
+            (default: see ``backend.remote_engine.tokenizers``).
         engine_api_key: bearer key for both engines.
         grounded_at / not_grounded_below: groundedness thresholds for the engine's model.
         judge_calibration: ``"default"`` or ``"small"``: reuse the calibration made for those
@@ -61,6 +74,7 @@ class EngineSettings:
     chat_model: str | None = None
     embeddings_url: str | None = None
     embedding_model: str | None = None
+    embedding_tokenizer: str | None = None
     engine_api_key: str | None = field(default=None, repr=False)
     grounded_at: float | None = None
     not_grounded_below: float | None = None

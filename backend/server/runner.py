@@ -125,9 +125,11 @@ def run_server(
     no_auth: bool = False,
     key_file: str | None = None,
     profile: str | None = None,
+    chat_engine: str | None = None,
     backend: Backend | None = None,
 ) -> None:
-    """Serve ``backend`` (default: the in-process backend of ``profile``) until interrupted.
+    """Serve ``backend`` (default: the in-process backend of ``profile`` and ``chat_engine``)
+    until interrupted.
 
     Settings come from ``serving_settings(key_file, no_auth)``. The backend is closed when
     the server stops.
@@ -140,7 +142,7 @@ def run_server(
     if backend is None:
         from backend.local import InProcessBackend
 
-        backend = InProcessBackend(profile=profile)
+        backend = InProcessBackend(profile=profile, chat_engine=chat_engine)
     try:
         build_server(backend, settings, host=host, port=port, exit_when_abandoned=True).run()
     finally:

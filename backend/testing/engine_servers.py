@@ -4,7 +4,7 @@
   engine, as vLLM or llama-server would be) on a profile's embedded GGUF, in a child process.
 * ``embeddings_engine``: a small ``/v1/embeddings`` server running an embedding engine on the
   texts as sent (no prefixes, truncated to the encoder's window, normalised), as TEI or vLLM's
-  pooling models do; in a thread of this process.
+  pooling models do, with their tokenize endpoints where asked; in a thread of this process.
 
 Needs the ``server`` extra and, for ``llama_cpp_engine``, llama-cpp-python's server extras.
 """
@@ -32,6 +32,31 @@ class EmbeddingsBody(BaseModel):
 
     model: str
     input: str | list[str]
+
+
+class VLLMTokenizeBody(BaseModel):
+    model: str | None = None
+    prompt: str
+    add_special_tokens: bool = True
+
+
+class VLLMDetokenizeBody(BaseModel):
+    model: str | None = None
+    tokens: list[int]
+
+
+class TEITokenizeBody(BaseModel):
+    inputs: str | list[str]
+    add_special_tokens: bool = True
+
+
+class TEIDecodeBody(BaseModel):
+    ids: list[int] | list[list[int]]
+    skip_special_tokens: bool = True
+
+
+#: The tokenize endpoints ``embeddings_engine_app`` can serve beside the embeddings.
+TOKENIZE_APIS = ("vllm", "tei")
 
 
 @dataclass(frozen=True)
@@ -143,11 +168,49 @@ def p_yes_gaps_from_clean_caches(
     return gaps
 
 
-def embeddings_engine_app(engine: EmbeddingEngine, model_id: str):
-    """A FastAPI app serving ``engine`` as OpenAI's ``/v1/embeddings`` and ``/v1/models``."""
+def embeddings_engine_app(engine: EmbeddingEngine, model_id: str, tokenize_api: str | None = None):
+    """A FastAPI app serving ``engine`` as OpenAI's ``/v1/embeddings`` and ``/v1/models``, and
+    with ``tokenize_api`` that engine's tokenize endpoints (``vllm``: ``/tokenize`` and
+    ``/detokenize``; ``tei``: ``/tokenize``, ``/decode`` and ``/info``), on the model's own
+    tokenizer (``engine.tokenizer``)."""
     from fastapi import FastAPI
 
+    if tokenize_api not in (None, *TOKENIZE_APIS):
+        raise ValueError(f"unknown tokenize_api {tokenize_api!r}; use one of {TOKENIZE_APIS}")
     app = FastAPI()
+    tokenizer = getattr(engine, "tokenizer", None)
+    if tokenize_api == "vllm":
+
+        @app.post("/tokenize")
+        def vllm_tokenize(body: VLLMTokenizeBody) -> dict:
+            ids = tokenizer(body.prompt, add_special_tokens=body.add_special_tokens)["input_ids"]
+            return {"count": len(ids), "max_model_len": engine.max_window_tokens, "tokens": ids}
+
+        @app.post("/detokenize")
+        def vllm_detokenize(body: VLLMDetokenizeBody) -> dict:
+            return {"prompt": tokenizer.decode(body.tokens)}
+
+    elif tokenize_api == "tei":
+
+        @app.post("/tokenize")
+        def tei_tokenize(body: TEITokenizeBody) -> list:
+            texts = [body.inputs] if isinstance(body.inputs, str) else body.inputs
+            encoded = tokenizer(texts, add_special_tokens=body.add_special_tokens)["input_ids"]
+            return [
+                [{"id": i, "text": tokenizer.decode([i]), "special": False} for i in ids]
+                for ids in encoded
+            ]
+
+        @app.post("/decode")
+        def tei_decode(body: TEIDecodeBody) -> list:
+            batch = body.ids if body.ids and isinstance(body.ids[0], list) else [body.ids]
+            return [
+                tokenizer.decode(ids, skip_special_tokens=body.skip_special_tokens) for ids in batch
+            ]
+
+        @app.get("/info")
+        def tei_info() -> dict:
+            return {"model_id": model_id, "max_input_length": engine.max_window_tokens}
 
     @app.get("/v1/models")
     def models() -> dict:
@@ -176,7 +239,9 @@ def embeddings_engine_app(engine: EmbeddingEngine, model_id: str):
 
 @contextlib.contextmanager
 def embeddings_engine(
-    engine: EmbeddingEngine | None = None, model_id: str = "intfloat/multilingual-e5-small"
+    engine: EmbeddingEngine | None = None,
+    model_id: str = "intfloat/multilingual-e5-small",
+    tokenize_api: str | None = None,
 ) -> Iterator[RunningEngine]:
     """``embeddings_engine_app`` on a free loopback port in a thread (default engine: the
     embedded multilingual-e5-small), until the block ends."""
@@ -186,7 +251,7 @@ def embeddings_engine(
         from backend.engines.loader import load_embedding_engine
 
         engine = load_embedding_engine("multilingual-e5-small")
-    app = embeddings_engine_app(engine, model_id)
+    app = embeddings_engine_app(engine, model_id, tokenize_api)
     server = uvicorn.Server(uvicorn.Config(app, host=LOOPBACK, port=0, log_level="warning"))
     with serve_in_thread(server) as url:
         yield RunningEngine(f"{url}/v1", model_id)

@@ -93,12 +93,17 @@ def test_connect_picks_server_engine_or_in_process(monkeypatch):
 
 def test_adapter_settings_carry_the_engine_options():
     settings = backend.ConnectionSettings(
-        engine_url="http://e:1", chat_model="m", engine_api_key="k", judge_calibration="small"
+        engine_url="http://e:1",
+        chat_model="m",
+        engine_api_key="secret-17",
+        judge_calibration="small",
+        embedding_tokenizer="/models/e5",
     )
     engine = settings.connect()
     assert isinstance(engine, EngineBackend)
-    assert engine.settings.chat_model == "m" and engine.settings.engine_api_key == "k"
-    assert "k" not in settings.model_dump_json()  # the key is never serialised
+    assert engine.settings.chat_model == "m" and engine.settings.engine_api_key == "secret-17"
+    assert engine.settings.embedding_tokenizer == "/models/e5"
+    assert "secret-17" not in settings.model_dump_json()  # the key is never serialised
 
 
 def test_no_calibration_is_applied_to_an_engine_model_unasked():
