@@ -1,13 +1,11 @@
 """Log-probabilities on the real small model, in-process and through the real server (the
 ``service`` fixture runs each test on both), and read by the official ``openai`` SDK.
 
-The streamed and whole answers are two generations. On an engine whose cache holds only
-this module's requests they read the same tokens and the same numbers. On the session's
-shared backend late in the suite they did not: llama.cpp's rounding moves with where the
-shared KV cache places a request and what else it holds (README, "Models and configuration"),
-and CI runs read one token at probability 0.51 in one answer and 0.45 in the other, with
-near-tied alternatives swapped. So the comparison runs on a backend of this module's own,
-and the shared services (in-process and over HTTP) are checked within one answer.
+The streamed and whole answers are two generations of the same request on the session's
+shared backend, late in the suite: they read the same tokens and the very same numbers, since
+a request that runs alone reads what a fresh engine reads, whatever ran before it
+(``backend.engines.llamacpp_runner``; before that layout CI runs read one token at 0.51 in
+one answer and 0.45 in the other).
 """
 
 from __future__ import annotations
@@ -97,27 +95,10 @@ def test_each_streamed_chunk_carries_the_entries_of_its_delta(service):
             assert _spelled(choice.logprobs.content) == choice.delta.content
 
 
-@pytest.fixture(scope="module")
-def fresh_backend():
-    """A small-profile backend of this module's own, its cache holding these tests' requests
-    only (module docstring)."""
-    from backend.local import InProcessBackend
-
-    backend = InProcessBackend(profile="small")
-    yield backend
-    backend.close()
-
-
-def test_streamed_entries_equal_the_whole_answers(fresh_backend):
-    whole = fresh_backend.chat(ASK).choices[0].logprobs.content
-    _, streamed = _stream(fresh_backend)
-    assert [(e.token, e.bytes) for e in streamed] == [(e.token, e.bytes) for e in whole]
-    for got, expected in zip(streamed, whole, strict=True):
-        assert got.logprob == pytest.approx(expected.logprob, abs=ROUNDING)
-        assert [t.token for t in got.top_logprobs] == [t.token for t in expected.top_logprobs]
-        assert [t.logprob for t in got.top_logprobs] == pytest.approx(
-            [t.logprob for t in expected.top_logprobs], abs=ROUNDING
-        )
+def test_streamed_entries_equal_the_whole_answers(service):
+    whole = service.chat(ASK).choices[0].logprobs.content
+    _, streamed = _stream(service)
+    assert [e.model_dump() for e in streamed] == [e.model_dump() for e in whole]
 
 
 def test_constrained_output_lists_only_what_the_grammar_allows(service):
