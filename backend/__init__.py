@@ -10,10 +10,10 @@ query/passage embeddings, in-process on local models or over HTTP.
 ...                          chat_model="Qwen/Qwen2.5-7B-Instruct", grounded_at=0.6)
 
 The rooms: ``protocol`` (the API as data), ``engines`` (models), ``chat``, ``groundedness`` and
-``embeddings`` (the service's capabilities above the engines), ``local`` (the in-process
-backend), ``client`` (the HTTP backend), ``remote_engine`` (the service in front of
-OpenAI-compatible engines), ``server``, ``bulk`` and ``testing`` (shipped test doubles);
-docs/architecture.md walks through them.
+``embeddings`` (the service's capabilities above the engines), ``interface`` (``Backend``),
+``backends`` (its implementations: ``local`` in-process, ``client`` over HTTP,
+``remote_engine`` in front of OpenAI-compatible engines), ``server``, ``bulk`` and
+``testing`` (shipped test doubles); docs/architecture.md walks through them.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, SecretStr, field_validator
 
-from backend.client.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
+from backend.backends.client.http import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from backend.engines.selection import CHAT_ENGINES
 from backend.interface import AsyncChatStream, Backend, ChatStream
 from backend.protocol.errors import (
@@ -83,7 +83,7 @@ def connect(
         base_url: the server's address, e.g. ``http://127.0.0.1:8000``.
         api_key: the bearer key for the server (default ``CORE_API_KEY``).
         engine_url: an OpenAI-compatible engine's API (vLLM, llama-server, Ollama...), e.g.
-            ``http://127.0.0.1:8080/v1``; see ``backend.remote_engine.EngineSettings`` for
+            ``http://127.0.0.1:8080/v1``; see ``backend.backends.remote_engine.EngineSettings`` for
             its options (``chat_model``, ``embeddings_url``, ``embedding_model``,
             ``embedding_tokenizer``, ``engine_api_key``, ``grounded_at`` / ``not_grounded_below``,
             ``judge_calibration``, ``timeout``, ``max_retries``).
@@ -96,16 +96,16 @@ def connect(
         base_url = _env_base_url()
         engine_url = None if base_url else os.environ.get(ENGINE_URL_ENV) or None
     if base_url:
-        from backend.client import HTTPBackend
+        from backend.backends.client import HTTPBackend
 
         return HTTPBackend(
             base_url=base_url, api_key=api_key or os.environ.get(API_KEY_ENV), **options
         )
     if engine_url:
-        from backend.remote_engine import EngineBackend
+        from backend.backends.remote_engine import EngineBackend
 
         return EngineBackend(engine_url=engine_url, **options)
-    from backend.local import InProcessBackend
+    from backend.backends.local import InProcessBackend
 
     return InProcessBackend(**options)
 
@@ -140,8 +140,8 @@ def connect_shared(
             max_retries=max_retries,
             **options,
         )
-    from backend.local.config import EngineConfig
-    from backend.local.shared import shared_backend
+    from backend.backends.local.config import EngineConfig
+    from backend.backends.local.shared import shared_backend
 
     return shared_backend(EngineConfig.from_env(chat_engine=chat_engine))
 
@@ -167,7 +167,8 @@ class ConnectionSettings(BaseModel):
         engine_url, chat_model, embeddings_url, embedding_model, embedding_tokenizer,
             engine_api_key, grounded_at, not_grounded_below, judge_calibration: the engines
             and their models, as for ``backend.connect(engine_url=...)``
-            (``backend.remote_engine.EngineSettings``); an explicit ``base_url`` wins over them.
+            (``backend.backends.remote_engine.EngineSettings``); an explicit ``base_url``
+            wins over them.
         chat_engine: in-process only, which engine runs the chat model: ``auto``,
             ``llama.cpp`` or ``transformers`` (default ``CORE_CHAT_ENGINE``, else ``auto``);
             another value is refused here. A ready backend goes to the adapters' ``backend=``.

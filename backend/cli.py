@@ -16,10 +16,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from backend import connect
+from backend.backends.local.config import PROFILE_CHAT_MODELS
 from backend.engines.selection import CHAT_ENGINES
 from backend.groundedness.request import groundedness_request, read_verdict
 from backend.interface import Backend
-from backend.local.config import PROFILE_CHAT_MODELS
 from backend.protocol.catalogue import DEFAULT_CHAT_MODEL, InputType, embedding_model
 from backend.protocol.errors import CoreError
 

@@ -12,13 +12,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from backend.backends.local import InProcessBackend
 from backend.engines.llamacpp_chat import cpu_safe_model_params, default_threads
 from backend.engines.weights.embedded_chat import (
     EMBEDDED_CHAT_MODELS,
     assemble_gguf,
     convert_tokenizer,
 )
-from backend.local import InProcessBackend
 from backend.protocol.catalogue import DEFAULT_CHAT_MODEL
 from benchmarks.measure import Figure
 from benchmarks.texts import chat_prompt

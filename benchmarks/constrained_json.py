@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import statistics
 
+from backend.backends.local import InProcessBackend
 from backend.chat.prompt import DEFAULT_SYSTEM_PROMPT
-from backend.local import InProcessBackend
 from backend.protocol.catalogue import DEFAULT_CHAT_MODEL
 from benchmarks.chat import NEW_TOKENS, StreamTiming, time_backend_stream
 from benchmarks.measure import Figure, interleaved

@@ -208,9 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deterministic", action="store_true")
     args = parser.parse_args(argv)
 
+    from backend.backends.local import InProcessBackend
+    from backend.backends.local.config import PROFILE_CHAT_MODELS
     from backend.engines.loader import load_chat_engine
-    from backend.local import InProcessBackend
-    from backend.local.config import PROFILE_CHAT_MODELS
 
     engine = load_chat_engine(
         PROFILE_CHAT_MODELS[args.profile],

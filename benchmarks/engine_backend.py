@@ -25,12 +25,12 @@ from collections.abc import Callable, Sequence
 
 import httpx
 
+from backend.backends.local import InProcessBackend
+from backend.backends.remote_engine import EngineBackend
+from backend.backends.remote_engine.api import EngineAPI
+from backend.backends.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
 from backend.chat.yes_no import YesNoReader
 from backend.groundedness.prompts import QUESTIONS, judge_prompt
-from backend.local import InProcessBackend
-from backend.remote_engine import EngineBackend
-from backend.remote_engine.api import EngineAPI
-from backend.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
 from backend.testing.engine_servers import (
     embeddings_engine,
     llama_cpp_engine,

@@ -42,7 +42,7 @@ WARM_UP = "v2-101"
 _CHILD = """
 import json, sys, time
 from backend.groundedness.request import groundedness_request, read_verdict
-from backend.local import InProcessBackend
+from backend.backends.local import InProcessBackend
 profile, warm_up, *pairs = json.loads(sys.argv[1])
 backend = InProcessBackend(profile=profile)
 backend.chat(groundedness_request(*warm_up))

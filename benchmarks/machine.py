@@ -14,7 +14,7 @@ from benchmarks.measure import Figure
 
 _START = (
     "import time; started = time.perf_counter()\n"
-    "from backend.local import InProcessBackend\n"
+    "from backend.backends.local import InProcessBackend\n"
     "InProcessBackend(profile={profile!r}).warmup()\n"
     "print(time.perf_counter() - started)\n"
 )

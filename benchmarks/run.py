@@ -43,9 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     logging.basicConfig(level=logging.WARNING)
     groups = set(args.only or GROUPS)
 
+    from backend.backends.local import InProcessBackend
+    from backend.backends.local.config import PROFILE_CHAT_MODELS
     from backend.engines.weights.embedded_chat import EMBEDDED_CHAT_MODELS
-    from backend.local import InProcessBackend
-    from backend.local.config import PROFILE_CHAT_MODELS
 
     model_name = PROFILE_CHAT_MODELS[args.profile]
     print(

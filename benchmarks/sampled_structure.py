@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--drawn", action="store_true")
     args = parser.parse_args(argv)
 
-    from backend.local import InProcessBackend
+    from backend.backends.local import InProcessBackend
     from langchain_core_ext import ChatCore
 
     backend = InProcessBackend(profile="small")

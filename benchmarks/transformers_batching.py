@@ -24,6 +24,7 @@ from pathlib import Path
 
 import torch
 
+from backend.backends.local import EngineConfig
 from backend.chat.yes_no import YesNoReader
 from backend.engines.base import SamplingParams
 from backend.engines.sampling import choose_token
@@ -32,7 +33,6 @@ from backend.engines.transformers_runner import TransformersRunner
 from backend.engines.weights.embedded_chat import resolve_chat_model
 from backend.groundedness.calibration import calibration_for
 from backend.groundedness.judge import GroundednessJudge
-from backend.local import EngineConfig
 from benchmarks.measure import Figure, interleaved, rotated, timed
 from benchmarks.texts import chat_prompt
 

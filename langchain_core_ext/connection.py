@@ -29,7 +29,7 @@ class CoreConnection(ConnectionSettings):
     the service in front of that OpenAI-compatible engine (``chat_model``,
     ``embeddings_url``... as for ``backend.connect``); with neither it runs the models in
     this process (settings from the ``CORE_*`` environment variables, see
-    ``backend.local.config``).
+    ``backend.backends.local.config``).
     """
 
     model_config = ConfigDict(arbitrary_types_allowed=True, populate_by_name=True)

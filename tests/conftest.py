@@ -50,7 +50,7 @@ def _isolated_environment(monkeypatch: pytest.MonkeyPatch) -> None:
 @pytest.fixture(scope="session")
 def small_backend():
     """The in-process backend on the small profile, loaded once for the whole run."""
-    from backend.local import InProcessBackend
+    from backend.backends.local import InProcessBackend
 
     service = InProcessBackend(profile="small", device=os.environ.get("CORE_TEST_DEVICE"))
     service.warmup()

@@ -28,7 +28,7 @@ def _first_token_ids(tokenizer: object, spellings: Sequence[str]) -> list[int]:
 class YesNoReading(Protocol):
     """What reads P(yes) of a model's answer to a conversation: a local engine
     (``YesNoReader``) or an engine behind an OpenAI-compatible API, from its ``top_logprobs``
-    (``backend.remote_engine.judge_reading``)."""
+    (``backend.backends.remote_engine.judge_reading``)."""
 
     def read(self, conversation: list[dict[str, str]]) -> tuple[float, int]:
         """P(yes) of the answer to ``conversation``, and the prompt tokens read for it."""

@@ -1,6 +1,6 @@
 """The FastAPI app factory: the service's HTTP API over any ``Backend``.
 
->>> from backend.local import InProcessBackend
+>>> from backend.backends.local import InProcessBackend
 >>> from backend.server import ServerSettings, create_app
 >>> app = create_app(InProcessBackend(profile="small"), ServerSettings(api_keys=("k",)))
 

@@ -140,7 +140,7 @@ def run_server(
     """
     settings = serving_settings(key_file, no_auth)
     if backend is None:
-        from backend.local import InProcessBackend
+        from backend.backends.local import InProcessBackend
 
         backend = InProcessBackend(profile=profile, chat_engine=chat_engine)
     try:

@@ -9,6 +9,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from backend.backends.local import InProcessBackend
 from backend.engines.base import ChatEngine
 from backend.interface import (
     AsyncChatStream,
@@ -18,7 +19,6 @@ from backend.interface import (
     ChatStream,
     EmbeddingRequestLike,
 )
-from backend.local import InProcessBackend
 from backend.protocol.schemas import ChatCompletion, EmbeddingList
 from backend.testing.engines import CharCountEmbeddingEngine, ScriptedChatEngine
 

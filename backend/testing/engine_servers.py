@@ -93,9 +93,9 @@ def llama_cpp_engine(
     """llama-cpp-python's OpenAI-compatible server on the embedded GGUF of ``profile``, until
     the block ends. Requests are not interrupted by newer ones (``--interrupt_requests
     false``), as the engine backend expects of a shared engine."""
+    from backend.backends.local.config import PROFILE_CHAT_MODELS
     from backend.engines.llamacpp_runner import PREFILL_CHUNK
     from backend.engines.weights.embedded_chat import embedded_gguf
-    from backend.local.config import PROFILE_CHAT_MODELS
 
     name = PROFILE_CHAT_MODELS[profile]
     gguf = embedded_gguf(name)
@@ -148,11 +148,14 @@ def p_yes_gaps_from_clean_caches(
     Both readers' figures depend a little on what their caches hold; with nothing cached they
     evaluate the same prompt the same way, so what is left is the reading itself.
     """
+    from backend.backends.local.config import PROFILE_CHAT_MODELS
+    from backend.backends.remote_engine.api import EngineAPI
+    from backend.backends.remote_engine.judge_reading import (
+        EngineYesNoReading,
+        embedded_chat_tokenizer,
+    )
     from backend.chat.yes_no import YesNoReader
     from backend.engines.loader import load_chat_engine
-    from backend.local.config import PROFILE_CHAT_MODELS
-    from backend.remote_engine.api import EngineAPI
-    from backend.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
 
     api = EngineAPI(engine.url, None, 600.0, 0)
     remote = EngineYesNoReading(api, engine.model, embedded_chat_tokenizer(profile))

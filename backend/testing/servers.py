@@ -21,7 +21,7 @@ from typing import IO, Any
 
 import httpx
 
-from backend.client import HTTPBackend
+from backend.backends.client import HTTPBackend
 from backend.interface import Backend
 
 LOOPBACK = "127.0.0.1"

@@ -18,7 +18,7 @@ picks), whose questions and thresholds go into
 ``backend.groundedness.calibration.CALIBRATIONS``.
 
 With ``--engine-url`` the judge's prompts are read by an OpenAI-compatible engine's model
-(``backend.remote_engine``): the thresholds printed are the ``grounded_at`` and
+(``backend.backends.remote_engine``): the thresholds printed are the ``grounded_at`` and
 ``not_grounded_below`` to pass with that engine (``backend.connect(engine_url=...,
 grounded_at=..., not_grounded_below=...)``, or ``serve --grounded-at ...``), written to
 ``calibration-engine-<model>.json``.
@@ -210,9 +210,12 @@ def make_judge(profile: str, engine: dict[str, Any] | None) -> tuple[str, Any]:
     from backend.groundedness.prompts import QUESTIONS
 
     if engine:
-        from backend.remote_engine.api import EngineAPI
-        from backend.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
-        from backend.remote_engine.settings import engine_api_url
+        from backend.backends.remote_engine.api import EngineAPI
+        from backend.backends.remote_engine.judge_reading import (
+            EngineYesNoReading,
+            embedded_chat_tokenizer,
+        )
+        from backend.backends.remote_engine.settings import engine_api_url
 
         api = EngineAPI(
             engine_api_url(engine["engine_url"]), engine.get("engine_api_key"), 120.0, 2
@@ -222,7 +225,7 @@ def make_judge(profile: str, engine: dict[str, Any] | None) -> tuple[str, Any]:
         return f"engine-{model.replace('/', '--')}", GroundednessJudge(
             reading, questions=list(QUESTIONS)
         )
-    from backend.local import InProcessBackend
+    from backend.backends.local import InProcessBackend
 
     reader = InProcessBackend(profile=profile).judge_reader()
     return reader.kind, GroundednessJudge(reader.engine, questions=list(QUESTIONS))

@@ -22,11 +22,11 @@ from benchmarks.eval.calibrate import DEFAULT_SETS, calibration_cases
 
 
 def main() -> int:
+    from backend.backends.local import InProcessBackend
+    from backend.backends.remote_engine.judge_reading import embedded_chat_tokenizer
     from backend.groundedness.claims import chunk_context, rank_chunks, split_claims
     from backend.groundedness.judge import CHUNK_TOKENS, CHUNKS_PER_CLAIM, MAX_CLAIMS
-    from backend.local import InProcessBackend
     from backend.protocol.catalogue import PASSAGE_MODEL, QUERY_MODEL
-    from backend.remote_engine.judge_reading import embedded_chat_tokenizer
 
     backend = InProcessBackend(profile="small")
     tokenizer = embedded_chat_tokenizer("small")  # the Qwen2.5 vocabulary, as the judge counts

@@ -377,8 +377,8 @@ def run(
     extraction_modes: Sequence[str] = EXTRACTION_MODES,
     extraction_workers: int = 1,
 ) -> dict[str, Any]:
+    from backend.backends.local import InProcessBackend
     from backend.engines.selection import chat_engine_kind
-    from backend.local import InProcessBackend
 
     backend = InProcessBackend(profile=profile)
     config = backend.config

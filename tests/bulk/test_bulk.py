@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 from tqdm import tqdm
 
+from backend.backends.local import InProcessBackend
 from backend.bulk import PASSAGE_MODEL, QUERY_MODEL, BulkRunner
 from backend.bulk.result_store import ResultStore
-from backend.local import InProcessBackend
 from backend.protocol.errors import BadRequestError
 from backend.protocol.limits import (
     MAX_EMBEDDING_INPUTS,

@@ -5,8 +5,8 @@ import json
 
 import pytest
 
+from backend.backends.local import InProcessBackend
 from backend.chat.output import Finished, OutputProcessor, TextDelta, ToolCallsFound
-from backend.local import InProcessBackend
 from backend.protocol.errors import BadRequestError
 from backend.testing import EOS, CharCountEmbeddingEngine, CharTokenizer, ScriptedChatEngine
 from tests.server.helpers import SlowChatEngine

@@ -10,8 +10,8 @@ import json
 
 import pytest
 
+from backend.backends.local import InProcessBackend
 from backend.chat.tool_calls import opens_tool_call
-from backend.local import InProcessBackend
 from backend.testing import CharCountEmbeddingEngine, ScriptedChatEngine
 
 WEATHER = {

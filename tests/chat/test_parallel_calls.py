@@ -8,9 +8,9 @@ import json
 
 import pytest
 
+from backend.backends.local import InProcessBackend
 from backend.chat.prompt import AnswerOrCall, render_prompt
 from backend.chat.tool_calls import SEVERAL_CALLS_FORMAT
-from backend.local import InProcessBackend
 from backend.protocol.schemas import ChatMessage, ToolChoiceObject, ToolDefinition
 from backend.testing import CharCountEmbeddingEngine, ScriptedChatEngine
 from backend.testing.engines import CharTokenizer, _says

@@ -10,8 +10,8 @@ import time
 import httpx
 import pytest
 
-from backend.client.http import HTTPBackend, normalise_base_url
-from backend.client.retries import retry_delay
+from backend.backends.client.http import HTTPBackend, normalise_base_url
+from backend.backends.client.retries import retry_delay
 from backend.protocol.errors import (
     APIConnectionError,
     APITimeoutError,

@@ -6,11 +6,11 @@ import importlib.util
 
 import pytest
 
+from backend.backends.local import InProcessBackend
+from backend.backends.local.config import EngineConfig
 from backend.engines import selection
 from backend.engines.selection import chat_engine_kind, judge_reads_with_copy
 from backend.groundedness.calibration import calibration_for
-from backend.local import InProcessBackend
-from backend.local.config import EngineConfig
 from backend.testing import CharCountEmbeddingEngine, EchoChatEngine
 
 EMBEDDED = "qwen2.5-coder-0.5b-instruct"

@@ -80,8 +80,8 @@ def profile_backend(profile: str, small_backend):
     if profile == "small":
         yield small_backend
         return
+    from backend.backends.local import InProcessBackend
     from backend.engines.weights.embedded_chat import DEFAULT, EmbeddedWeightsError, part_paths
-    from backend.local import InProcessBackend
 
     try:
         part_paths(DEFAULT)

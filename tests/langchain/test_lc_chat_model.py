@@ -21,8 +21,8 @@ from langchain_tests.unit_tests import ChatModelUnitTests
 from pydantic import BaseModel, Field
 
 import backend
-from backend.local import InProcessBackend
-from backend.local.shared import shared_backend
+from backend.backends.local import InProcessBackend
+from backend.backends.local.shared import shared_backend
 from backend.protocol.errors import BadRequestError
 from backend.testing import (
     CharCountEmbeddingEngine,

@@ -8,8 +8,8 @@ from langchain_core.documents import Document
 from langchain_core.messages import HumanMessage
 from langchain_core.tools import tool
 
+from backend.backends.client.http import HTTPBackend
 from backend.chat.prompt import DEFAULT_SYSTEM_PROMPT
-from backend.client.http import HTTPBackend
 from backend.protocol.errors import AuthenticationError, BadRequestError
 from backend.testing import CharTokenizer, scripted_backend
 from backend.testing.servers import TEST_API_KEY

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from backend.backends.local import InProcessBackend
 from backend.interface import Backend, ChatRequestLike, EmbeddingRequestLike
-from backend.local import InProcessBackend
 from backend.protocol.schemas import ChatCompletion, ChatCompletionChunk, EmbeddingList
 from backend.testing import CharCountEmbeddingEngine, ScriptedChatEngine
 

@@ -10,7 +10,7 @@ import pytest
 
 import backend
 from backend import cli
-from backend.local import InProcessBackend
+from backend.backends.local import InProcessBackend
 from backend.testing import scripted_backend
 from backend.testing.engines import CharCountEmbeddingEngine, EchoChatEngine
 

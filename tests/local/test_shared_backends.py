@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from backend.local import EngineConfig, InProcessBackend
-from backend.local.shared import SharedBackends
+from backend.backends.local import EngineConfig, InProcessBackend
+from backend.backends.local.shared import SharedBackends
 from backend.testing import CharCountEmbeddingEngine, ScriptedChatEngine, offline_backend
 
 CHAT = {"model": "core-1-mini-chat", "messages": [{"role": "user", "content": "hi"}]}
@@ -69,7 +69,7 @@ def test_adapters_hold_their_own_handles(monkeypatch):
     from llamaindex_core_ext import Core
 
     registry = SharedBackends(lambda config: offline_backend(ScriptedChatEngine("ok")))
-    monkeypatch.setattr("backend.local.shared._SHARED", registry)
+    monkeypatch.setattr("backend.backends.local.shared._SHARED", registry)
     lc_chat, lc_embeddings, li_chat = ChatCore(), CoreEmbeddings(), Core()
     handles = [lc_chat._get_backend(), lc_embeddings._get_backend(), li_chat.get_backend()]
     assert len({id(handle.inner) for handle in handles}) == 1

@@ -6,7 +6,7 @@ caller meets them (the same checks run before any real model work).
 
 import pytest
 
-from backend.local import InProcessBackend
+from backend.backends.local import InProcessBackend
 from backend.protocol.errors import BadRequestError, NotFoundError
 from backend.protocol.schemas import ChatCompletionRequest
 from backend.protocol.validation import parse_request

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 
-from backend.client.http import HTTPBackend
+from backend.backends.client.http import HTTPBackend
 from backend.testing import EchoChatEngine, offline_backend
 from backend.testing.servers import ServerProcess
 from tests.reliability.dropping_proxy import DroppingProxy

@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from backend.remote_engine import EngineBackend
+from backend.backends.remote_engine import EngineBackend
 from backend.testing.engine_servers import RunningEngine, embeddings_engine, llama_cpp_engine
 
 

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import backend
-from backend.local import InProcessBackend
+from backend.backends.local import InProcessBackend
 from backend.protocol.schemas import EmbeddingList
 from backend.testing.engine_servers import RunningEngine, embeddings_engine
 from backend.testing.engines import ScriptedChatEngine

@@ -9,11 +9,11 @@ import json
 import numpy as np
 import pytest
 
+from backend.backends.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
 from backend.chat.yes_no import YesNoReader
 from backend.groundedness.prompts import QUESTIONS, judge_prompt
 from backend.protocol.catalogue import GROUNDEDNESS_MODEL, PASSAGE_MODEL, QUERY_MODEL
 from backend.protocol.errors import BadRequestError
-from backend.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
 from backend.testing.engine_servers import p_yes_gaps_from_clean_caches
 from benchmarks.eval.run_eval import load_jsonl
 from tests.tools import WEATHER
@@ -115,7 +115,7 @@ def test_p_yes_read_from_engine_logprobs_matches_in_process(chat_engine, small_b
 
 
 def engine_backend_api(chat_engine):
-    from backend.remote_engine.api import EngineAPI
+    from backend.backends.remote_engine.api import EngineAPI
 
     return EngineAPI(chat_engine.url, None, 60.0, 0)
 

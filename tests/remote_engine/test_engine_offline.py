@@ -8,15 +8,15 @@ import json
 import pytest
 
 import backend
+from backend.backends.local import InProcessBackend
+from backend.backends.remote_engine import EngineBackend, EngineSettings, engine_api_url
+from backend.backends.remote_engine.backend import engine_calibration
+from backend.backends.remote_engine.chat import _events, callable_tools, engine_body
+from backend.backends.remote_engine.wire import EngineCompletion
 from backend.chat.output import Finished, TextDelta, ToolCallsFound
 from backend.groundedness.calibration import calibration_for
-from backend.local import InProcessBackend
 from backend.protocol.errors import BadRequestError, NotFoundError, ServiceUnavailableError
 from backend.protocol.schemas import ChatCompletionRequest
-from backend.remote_engine import EngineBackend, EngineSettings, engine_api_url
-from backend.remote_engine.backend import engine_calibration
-from backend.remote_engine.chat import _events, callable_tools, engine_body
-from backend.remote_engine.wire import EngineCompletion
 
 WEATHER = {
     "type": "function",

@@ -23,7 +23,7 @@ CONTEXT = "The museum opens at 10:00 and closes at 18:00 every day except Monday
 
 @pytest.fixture(scope="module")
 def gateway(engine_options):
-    from backend.remote_engine import EngineBackend
+    from backend.backends.remote_engine import EngineBackend
 
     service = EngineBackend(**engine_options)
     with running_server(service) as running:

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 
 import pytest
 
+from backend.backends.local import InProcessBackend
 from backend.interface import Backend
-from backend.local import InProcessBackend
 from backend.testing.servers import RunningServer, running_server
 
 

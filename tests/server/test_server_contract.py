@@ -14,7 +14,7 @@ from collections.abc import AsyncIterator
 import numpy as np
 import pytest
 
-from backend.client.http import HTTPBackend
+from backend.backends.client.http import HTTPBackend
 from backend.interface import Backend
 from backend.protocol.errors import BadRequestError, CoreError, NotFoundError
 from tests.server.helpers import API_KEY

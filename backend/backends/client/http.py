@@ -1,14 +1,14 @@
 """The HTTP backend: the same ``Backend`` interface, answered by a server over httpx.
 
->>> from backend.client import HTTPBackend
+>>> from backend.backends.client import HTTPBackend
 >>> with HTTPBackend("http://127.0.0.1:8000", api_key="...") as service:
 ...     service.chat({"model": "core-1-mini-chat", "messages": [{"role": "user", "content": "Hi"}]})
 
 Requests go out as given (pydantic models as ``model_dump(exclude_none=True)``): the server
 validates, so its 400 messages are the single source. Failures raise the same typed errors as
 the in-process backend (``backend.protocol.errors``). Failed attempts are retried
-``max_retries`` times (``backend.client.transport``); a stream is never retried once its
-response has begun (``backend.client.streams``).
+``max_retries`` times (``backend.backends.client.transport``); a stream is never retried once its
+response has begun (``backend.backends.client.streams``).
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from backend.client.streams import async_chunk_stream, chunk_stream
-from backend.client.transport import (
+from backend.backends.client.streams import async_chunk_stream, chunk_stream
+from backend.backends.client.transport import (
     DEFAULT_MAX_RETRIES,
     DEFAULT_TIMEOUT,
     RetryingTransport,
@@ -85,7 +85,7 @@ class HTTPBackend(Backend):
     Args:
         base_url: ``http://host:port`` or ``http://host:port/v1/core``.
         api_key: the bearer key; None sends no Authorization header.
-        **options: the transport's, with its defaults (``backend.client.transport``):
+        **options: the transport's, with its defaults (``backend.backends.client.transport``):
             ``timeout`` (seconds for each read, write and pool wait, and between stream
             events), ``connect_timeout``, ``max_retries`` (after the first attempt) and
             ``http_client`` / ``async_http_client`` (clients to use instead of the pooled

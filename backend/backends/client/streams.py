@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator, Iterator
 import httpx
 from pydantic import ValidationError
 
-from backend.client.retries import transport_error
+from backend.backends.client.retries import transport_error
 from backend.interface import AsyncChatStream, ChatStream
 from backend.protocol.errors import (
     APIConnectionError,

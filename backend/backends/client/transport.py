@@ -2,7 +2,7 @@
 
 Shared by the HTTP backend (a core-textmodels server) and the engine backend (an
 OpenAI-compatible engine), so both retry alike: failed attempts are retried ``max_retries``
-times by ``backend.client.retries``' rules; a response that has begun streaming never is.
+times by ``backend.backends.client.retries``' rules; a response that has begun streaming never is.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from typing import Any, TypedDict
 
 import httpx
 
-from backend.client.retries import (
+from backend.backends.client.retries import (
     retry_after,
     retry_delay,
     retryable,

@@ -13,6 +13,9 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
+from backend.backends.local.config import EngineConfig
+from backend.backends.local.services import ServicesBackend
+from backend.backends.local.threads import Lazy
 from backend.chat.responses import PreparedAnswer
 from backend.chat.service import ChatService
 from backend.embeddings.service import EmbeddingService
@@ -23,9 +26,6 @@ from backend.groundedness.service import GroundednessService, JudgeReader
 from backend.interface import (
     ChatRequestLike,
 )
-from backend.local.config import EngineConfig
-from backend.local.services import ServicesBackend
-from backend.local.threads import Lazy
 from backend.protocol.catalogue import ModelCard
 from backend.protocol.schemas import (
     ChatCompletionRequest,

@@ -2,9 +2,9 @@
 check and embeddings, each a service object, whatever runs the models behind them.
 
 The in-process backend's services run local engines; the engine backend's run an
-OpenAI-compatible engine (``backend.remote_engine``). Both answer alike from here: a request
-validated, its model resolved in the catalogue, and the answer completed or streamed through
-``backend.chat.responses``, sync or async.
+OpenAI-compatible engine (``backend.backends.remote_engine``). Both answer alike from here: a
+request validated, its model resolved in the catalogue, and the answer completed or streamed
+through ``backend.chat.responses``, sync or async.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ import threading
 from collections.abc import Sequence
 from typing import Any
 
+from backend.backends.local.threads import iterate_in_thread
 from backend.chat.responses import PreparedAnswer, complete, stream
 from backend.embeddings.service import EmbeddingService
 from backend.groundedness.request import groundedness_request
@@ -27,7 +28,6 @@ from backend.interface import (
     EmbeddingRequestLike,
     GroundednessResult,
 )
-from backend.local.threads import iterate_in_thread
 from backend.protocol.catalogue import ModelCard, Operation, resolve_model
 from backend.protocol.schemas import (
     ChatCompletion,

@@ -13,9 +13,9 @@ import threading
 import weakref
 from collections.abc import Callable
 
+from backend.backends.local.backend import InProcessBackend
+from backend.backends.local.config import EngineConfig
 from backend.interface import BackendProxy
-from backend.local.backend import InProcessBackend
-from backend.local.config import EngineConfig
 
 
 class SharedBackend(BackendProxy):

@@ -15,11 +15,11 @@ from typing import Any, TypeVar
 import httpx
 from pydantic import BaseModel, ValidationError
 
-from backend.client.retries import transport_error
-from backend.client.transport import RetryingTransport
+from backend.backends.client.retries import transport_error
+from backend.backends.client.transport import RetryingTransport
+from backend.backends.remote_engine.wire import EngineCompletion, EngineEmbeddings, EngineModels
 from backend.protocol.errors import APIConnectionError, InternalServerError, NotFoundError
 from backend.protocol.sse import DONE, iter_events
-from backend.remote_engine.wire import EngineCompletion, EngineEmbeddings, EngineModels
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
 
@@ -39,7 +39,7 @@ class EngineAPI:
 
     Args:
         url: ``.../v1``.
-        api_key / timeout / max_retries: as for ``backend.client.HTTPBackend``.
+        api_key / timeout / max_retries: as for ``backend.backends.client.HTTPBackend``.
     """
 
     def __init__(self, url: str, api_key: str | None, timeout: float, max_retries: int) -> None:

@@ -1,9 +1,9 @@
 """The engine backend: the whole service in front of OpenAI-compatible engines.
 
-Chat goes to the chat engine (``backend.remote_engine.chat``); embeddings to the embedding
-engine, behind the service's prefixes and windowing (``backend.remote_engine.embeddings``);
+Chat goes to the chat engine (``backend.backends.remote_engine.chat``); embeddings to the embedding
+engine, behind the service's prefixes and windowing (``backend.backends.remote_engine.embeddings``);
 the groundedness check runs its judge here, reading P(yes) from the chat engine's logprobs
-(``backend.remote_engine.judge_reading``). Thresholds calibrated for one model are never
+(``backend.backends.remote_engine.judge_reading``). Thresholds calibrated for one model are never
 applied to another: the check answers only once it is told which hold for the engine's model.
 """
 
@@ -12,22 +12,22 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from backend.backends.client.transport import RetryingTransport
+from backend.backends.local.services import ServicesBackend
+from backend.backends.local.threads import Lazy
+from backend.backends.remote_engine.api import EngineAPI
+from backend.backends.remote_engine.chat import EngineChatService
+from backend.backends.remote_engine.embeddings import EngineEmbeddingEngine
+from backend.backends.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
+from backend.backends.remote_engine.settings import EngineSettings, engine_root_url
+from backend.backends.remote_engine.tokenizers import resolve_window_tokenizer
 from backend.chat.responses import PreparedAnswer
-from backend.client.transport import RetryingTransport
 from backend.embeddings.service import EmbeddingService
 from backend.groundedness.calibration import CALIBRATIONS, JudgeCalibration, calibration_for
 from backend.groundedness.service import GroundednessService, JudgeReader
-from backend.local.services import ServicesBackend
-from backend.local.threads import Lazy
 from backend.protocol.catalogue import ModelCard
 from backend.protocol.errors import ServiceUnavailableError
 from backend.protocol.schemas import ChatCompletionRequest
-from backend.remote_engine.api import EngineAPI
-from backend.remote_engine.chat import EngineChatService
-from backend.remote_engine.embeddings import EngineEmbeddingEngine
-from backend.remote_engine.judge_reading import EngineYesNoReading, embedded_chat_tokenizer
-from backend.remote_engine.settings import EngineSettings, engine_root_url
-from backend.remote_engine.tokenizers import resolve_window_tokenizer
 
 logger = logging.getLogger(__name__)
 

@@ -19,6 +19,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
+from backend.backends.remote_engine.api import EngineAPI
+from backend.backends.remote_engine.wire import EngineChoice, EngineCompletion, EngineToolCall
 from backend.chat.output import Finished, OutputEvent, OutputProcessor, ToolCallsFound
 from backend.chat.response_format import format_constraint
 from backend.chat.responses import PreparedAnswer
@@ -33,8 +35,6 @@ from backend.protocol.schemas import (
     new_tool_call_id,
 )
 from backend.protocol.validation import check_chat_request
-from backend.remote_engine.api import EngineAPI
-from backend.remote_engine.wire import EngineChoice, EngineCompletion, EngineToolCall
 
 
 def callable_tools(request: ChatCompletionRequest) -> frozenset[str]:

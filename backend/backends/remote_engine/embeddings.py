@@ -3,8 +3,8 @@ the service's own prefixes, limits and long-input windowing.
 
 The engine is wrapped as an ``EmbeddingEngine`` so the in-process embedding path
 (``backend.embeddings``) runs unchanged: texts get their query/passage prefix and are
-tokenized with the model's tokenizer (``backend.remote_engine.tokenizers``), cut into windows
-the encoder can read, and each window is sent as its decoded text. A text that fits one
+tokenized with the model's tokenizer (``backend.backends.remote_engine.tokenizers``), cut into
+windows the encoder can read, and each window is sent as its decoded text. A text that fits one
 window is the engine's own vector for it; a longer one is the token-weighted mean of its
 windows' vectors, renormalised (in-process averages the windows before normalising, so long
 texts may differ in the last digits).
@@ -17,9 +17,9 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
+from backend.backends.remote_engine.api import EngineAPI
+from backend.backends.remote_engine.tokenizers import WindowTokenizer
 from backend.engines.base import EmbeddingEngine
-from backend.remote_engine.api import EngineAPI
-from backend.remote_engine.tokenizers import WindowTokenizer
 
 #: Windows per request: TEI's default ``max_client_batch_size``, and small enough for any engine.
 WINDOWS_PER_REQUEST = 32
@@ -31,7 +31,7 @@ class EngineEmbeddingEngine(EmbeddingEngine):
     Args:
         api: the embedding engine.
         model: its model id (asked of the engine on first use when not configured).
-        tokenizer: the model's tokenizer (``backend.remote_engine.tokenizers``).
+        tokenizer: the model's tokenizer (``backend.backends.remote_engine.tokenizers``).
     """
 
     def __init__(self, api: EngineAPI, model: Callable[[], str], tokenizer: WindowTokenizer):

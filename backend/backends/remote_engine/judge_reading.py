@@ -18,9 +18,9 @@ import logging
 import math
 from typing import Any
 
+from backend.backends.remote_engine.api import EngineAPI
 from backend.chat.yes_no import NO_SPELLINGS, YES_SPELLINGS, yes_no_share
 from backend.protocol.errors import InternalServerError
-from backend.remote_engine.api import EngineAPI
 
 logger = logging.getLogger(__name__)
 
@@ -34,8 +34,8 @@ def embedded_chat_tokenizer(profile: str) -> Any | None:
     try:
         from transformers import AutoTokenizer
 
+        from backend.backends.local.config import PROFILE_CHAT_MODELS
         from backend.engines.weights.embedded_chat import EMBEDDED_CHAT_MODELS, convert_tokenizer
-        from backend.local.config import PROFILE_CHAT_MODELS
     except ImportError:
         return None
     folder = convert_tokenizer(EMBEDDED_CHAT_MODELS[PROFILE_CHAT_MODELS[profile]])

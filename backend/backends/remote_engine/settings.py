@@ -12,7 +12,7 @@ Environment variables (arguments to ``backend.connect`` win):
 * ``CORE_ENGINE_EMBEDDING_TOKENIZER``: a Hugging Face id or local folder of that model's
   tokenizer, which cuts long inputs into windows (default: the embedded e5's for
   ``multilingual-e5-small``, else the engine's own ``/tokenize``; see
-  ``backend.remote_engine.tokenizers``).
+  ``backend.backends.remote_engine.tokenizers``).
 * ``CORE_ENGINE_API_KEY``: bearer key sent to the engines.
 * ``CORE_QUERY_PREFIX`` / ``CORE_PASSAGE_PREFIX``: as in-process (default e5's).
 """
@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field, fields, replace
 from typing import Any
 
-from backend.client.transport import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
+from backend.backends.client.transport import DEFAULT_MAX_RETRIES, DEFAULT_TIMEOUT
 from backend.embeddings.windows import EmbeddingPrefixes
 
 ENGINE_URL_ENV = "CORE_ENGINE_URL"
@@ -62,7 +62,7 @@ class EngineSettings:
         chat_model / embedding_model: the engines' model ids; None: the engine's only model.
         embeddings_url: the embedding engine's API (default: ``engine_url``).
         embedding_tokenizer: the embedding model's tokenizer, a Hugging Face id or folder
-            (default: see ``backend.remote_engine.tokenizers``).
+            (default: see ``backend.backends.remote_engine.tokenizers``).
         engine_api_key: bearer key for both engines.
         grounded_at / not_grounded_below: groundedness thresholds for the engine's model.
         judge_calibration: ``"default"`` or ``"small"``: reuse the calibration made for those

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, RootModel, ValidationError
 
-from backend.client.transport import RetryingTransport
+from backend.backends.client.transport import RetryingTransport
 from backend.protocol.errors import APIStatusError, ServiceUnavailableError
 
 #: The embedded model's name: its tokenizer ships with the local extra.
