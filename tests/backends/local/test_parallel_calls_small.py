@@ -10,7 +10,7 @@ import json
 import jsonschema
 import pytest
 
-from tests.local.test_models_small import WEATHER_TOOL, _ask
+from tests.backends.local.test_models_small import WEATHER_TOOL, _ask
 
 pytestmark = pytest.mark.model
 
