@@ -175,32 +175,23 @@ def _check(args: argparse.Namespace) -> int:
 
 def _serve(args: argparse.Namespace) -> int:
     options = backend_options(args)
+    # Where and for whom the API listens: the same for replicas and a single server.
+    listening = {
+        "host": args.host,
+        "port": args.port,
+        "key_file": args.api_key_file,
+        "no_auth": args.no_auth,
+    }
     if args.ray:
         from backend.server.ray_serve import run_replicas
 
-        run_replicas(
-            options,
-            host=args.host,
-            port=args.port,
-            replicas=args.replicas,
-            num_cpus=args.num_cpus,
-            key_file=args.api_key_file,
-            no_auth=args.no_auth,
-        )
+        run_replicas(options, replicas=args.replicas, num_cpus=args.num_cpus, **listening)
         return 0
     from backend.server.runner import run_server
 
     # Only an engine needs connect(); the in-process models ignore CORE_BASE_URL as before.
     backend = connect(**options) if args.engine_url else None
-    run_server(
-        host=args.host,
-        port=args.port,
-        no_auth=args.no_auth,
-        key_file=args.api_key_file,
-        profile=args.profile,
-        chat_engine=args.chat_engine,
-        backend=backend,
-    )
+    run_server(profile=args.profile, chat_engine=args.chat_engine, backend=backend, **listening)
     return 0
 
 
