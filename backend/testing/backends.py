@@ -23,11 +23,14 @@ from backend.protocol.schemas import ChatCompletion, EmbeddingList
 from backend.testing.engines import CharCountEmbeddingEngine, ScriptedChatEngine
 
 
-def offline_backend(chat_engine_instance: ChatEngine | None = None) -> InProcessBackend:
+def offline_backend(
+    chat_engine_instance: ChatEngine | None = None, profile: str = "small"
+) -> InProcessBackend:
     """The in-process backend on the offline doubles: ``chat_engine_instance`` (default a
-    ``ScriptedChatEngine``) and the letter-counting embedding engine."""
+    ``ScriptedChatEngine``) and the letter-counting embedding engine, with the rules of model
+    profile ``profile``."""
     return InProcessBackend(
-        profile="small",
+        profile=profile,
         chat_engine_instance=chat_engine_instance or ScriptedChatEngine(),
         embedding_engine_instance=CharCountEmbeddingEngine(),
     )

@@ -8,7 +8,7 @@ import pytest
 from backend.backends.local import InProcessBackend
 from backend.chat.output import Finished, OutputProcessor, TextDelta, ToolCallsFound
 from backend.protocol.errors import BadRequestError
-from backend.testing import EOS, CharCountEmbeddingEngine, CharTokenizer, ScriptedChatEngine
+from backend.testing import EOS, CharTokenizer, ScriptedChatEngine, offline_backend
 from tests.server.helpers import SlowChatEngine
 
 WEATHER_TOOL = {
@@ -26,11 +26,7 @@ WEATHER_TOOL = {
 
 
 def _service(reply: str) -> InProcessBackend:
-    return InProcessBackend(
-        profile="small",
-        chat_engine_instance=ScriptedChatEngine(reply),
-        embedding_engine_instance=CharCountEmbeddingEngine(),
-    )
+    return offline_backend(ScriptedChatEngine(reply), profile="small")
 
 
 def _request(**extra):
@@ -124,11 +120,7 @@ def test_tool_call_response_shape():
 
 def test_forced_tool_choice_prefills_the_call_opening():
     engine = ScriptedChatEngine('{"city": "Paris"}}\n</tool_call>')
-    service = InProcessBackend(
-        profile="small",
-        chat_engine_instance=engine,
-        embedding_engine_instance=CharCountEmbeddingEngine(),
-    )
+    service = offline_backend(engine, profile="small")
     forced = {"type": "function", "function": {"name": "get_weather"}}
     result = service.chat(_request(tools=[WEATHER_TOOL], tool_choice=forced))
     prompt = engine.tokenizer.decode(engine.prompts[-1])
@@ -141,11 +133,7 @@ def test_forced_tool_choice_prefills_the_call_opening():
 
 def test_tool_choice_none_hides_the_tools():
     engine = ScriptedChatEngine('{"name": "get_weather", "arguments": {"city": "Seoul"}}')
-    service = InProcessBackend(
-        profile="small",
-        chat_engine_instance=engine,
-        embedding_engine_instance=CharCountEmbeddingEngine(),
-    )
+    service = offline_backend(engine, profile="small")
     result = service.chat(_request(tools=[WEATHER_TOOL], tool_choice="none"))
     assert result.choices[0].message.tool_calls is None
     assert "get_weather" not in engine.tokenizer.decode(engine.prompts[-1]).split("\n")[0]
@@ -207,11 +195,7 @@ async def test_async_twins_match_sync():
 
 async def test_async_stream_stops_generation_when_the_consumer_leaves():
     engine = ScriptedChatEngine("x" * 2000)
-    service = InProcessBackend(
-        profile="small",
-        chat_engine_instance=engine,
-        embedding_engine_instance=CharCountEmbeddingEngine(),
-    )
+    service = offline_backend(engine, profile="small")
     stream = await service.astream_chat(_request())
     async for _ in stream:
         break
@@ -221,11 +205,7 @@ async def test_async_stream_stops_generation_when_the_consumer_leaves():
 
 def test_trailing_tool_results_are_shown_as_a_user_turn_without_tools():
     engine = ScriptedChatEngine("It is sunny in Seoul.")
-    service = InProcessBackend(
-        profile="small",
-        chat_engine_instance=engine,
-        embedding_engine_instance=CharCountEmbeddingEngine(),
-    )
+    service = offline_backend(engine, profile="small")
     call = {
         "id": "c1",
         "type": "function",
@@ -248,11 +228,7 @@ def test_trailing_tool_results_are_shown_as_a_user_turn_without_tools():
 
 def test_closing_a_stream_stops_the_generation():
     engine = SlowChatEngine("x" * 2000)
-    service = InProcessBackend(
-        profile="small",
-        chat_engine_instance=engine,
-        embedding_engine_instance=CharCountEmbeddingEngine(),
-    )
+    service = offline_backend(engine, profile="small")
     with service.stream_chat(_request()) as stream:
         first = [next(stream), next(stream)]
         assert engine.started.is_set() and not engine.finished.is_set()

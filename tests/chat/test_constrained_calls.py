@@ -10,9 +10,8 @@ import json
 
 import pytest
 
-from backend.backends.local import InProcessBackend
 from backend.chat.tool_calls import opens_tool_call
-from backend.testing import CharCountEmbeddingEngine, ScriptedChatEngine
+from backend.testing import ScriptedChatEngine, offline_backend
 
 WEATHER = {
     "type": "function",
@@ -57,11 +56,7 @@ class ConstrainingEngine(ScriptedChatEngine):
 
 def _chat(reply: str, **request):
     engine = ConstrainingEngine(reply)
-    service = InProcessBackend(
-        profile="small",
-        chat_engine_instance=engine,
-        embedding_engine_instance=CharCountEmbeddingEngine(),
-    )
+    service = offline_backend(engine, profile="small")
     body = {"model": "core-1-mini-chat", "messages": [{"role": "user", "content": "hi"}], **request}
     return engine, service.chat(body).choices[0].message
 
@@ -189,11 +184,7 @@ class CheckedEngine(ConstrainingEngine):
 )
 def test_a_call_the_model_finds_unneeded_is_replaced_by_a_plain_answer(profile, needed, called):
     engine = CheckedEngine(needed)
-    service = InProcessBackend(
-        profile=profile,
-        chat_engine_instance=engine,
-        embedding_engine_instance=CharCountEmbeddingEngine(),
-    )
+    service = offline_backend(engine, profile=profile)
     body = {
         "model": "core-1-mini-chat",
         "messages": [{"role": "user", "content": "Good morning!"}],
@@ -215,11 +206,7 @@ def test_a_call_the_model_finds_unneeded_is_replaced_by_a_plain_answer(profile, 
 
 def test_a_forced_call_is_not_checked():
     engine = CheckedEngine(needed=False)
-    service = InProcessBackend(
-        profile="default",
-        chat_engine_instance=engine,
-        embedding_engine_instance=CharCountEmbeddingEngine(),
-    )
+    service = offline_backend(engine, profile="default")
     body = {
         "model": "core-1-mini-chat",
         "messages": [{"role": "user", "content": "Good morning!"}],

@@ -12,7 +12,7 @@ from backend.backends.local import InProcessBackend
 from backend.chat.prompt import AnswerOrCall, render_prompt
 from backend.chat.tool_calls import SEVERAL_CALLS_FORMAT
 from backend.protocol.schemas import ChatMessage, ToolChoiceObject, ToolDefinition
-from backend.testing import CharCountEmbeddingEngine, ScriptedChatEngine
+from backend.testing import ScriptedChatEngine, offline_backend
 from backend.testing.engines import CharTokenizer, _says
 from tests.chat.test_chat_pipeline import WEATHER_TOOL, _fold_stream
 from tests.chat.test_constrained_calls import EVENT, WEATHER
@@ -25,11 +25,7 @@ CITIES = [{"city": "Paris"}, {"city": "Tokyo"}]
 
 
 def _service(engine) -> InProcessBackend:
-    return InProcessBackend(
-        profile="small",
-        chat_engine_instance=engine,
-        embedding_engine_instance=CharCountEmbeddingEngine(),
-    )
+    return offline_backend(engine, profile="small")
 
 
 def _request(**extra):
@@ -114,11 +110,7 @@ class TwoToolEngine(ScriptedChatEngine):
 )
 def test_a_reply_of_several_calls_is_kept_whole_when_any_tool_is_needed(needed, asked, kept):
     engine = TwoToolEngine(needed)
-    service = InProcessBackend(
-        profile="default",
-        chat_engine_instance=engine,
-        embedding_engine_instance=CharCountEmbeddingEngine(),
-    )
+    service = offline_backend(engine, profile="default")
     body = {
         "model": "core-1-mini-chat",
         "messages": [{"role": "user", "content": "Weather in Paris, and book Monday for two?"}],
