@@ -11,7 +11,7 @@ it, each chunk in a call of its own. A prompt's numbers depend on the KV cells i
 in: llama.cpp's CPU attention sums over the cache in tiles of 64 cells and, for a lone
 decoded token, in one span per thread cut by the cache's used extent, so the same prompt
 one cell further on reads other numbers, and the 4-bit kernels' 8-bit activations amplify
-that (0.3 in a token's log-probability; benchmarks/README.md). Where a prompt's cells lie is
+that (benchmarks/README.md, "Same request, same answer"). Where a prompt's cells lie is
 therefore never left to the engine's history: a request admitted while nothing runs (a
 lone request, the first of a burst) starts from a cache laid out as a fresh engine's,
 holding only the prefix it reuses, at cells 0 onwards (``_lay_out_alone``), so it reads
