@@ -29,8 +29,8 @@ from backend.engines.request_runner import (
     RunnerChatEngine,
     checked_prompt,
     default_parallel,
-    deterministic_from_env,
     positive_from_env,
+    runs_alone,
 )
 from backend.engines.sampling import TokenChooser
 from backend.engines.token_mask import ConstraintMasks, masks_available
@@ -150,7 +150,7 @@ class LlamaCppChatEngine(RunnerChatEngine):
             kv_cells=self.context_length,
             suffix_sequences=SUFFIX_SEQUENCES,
             batch_tokens=_BATCH_TOKENS,
-            one_at_a_time=deterministic_from_env() if deterministic is None else deterministic,
+            one_at_a_time=runs_alone(deterministic),
         )
         #: Stops the runner's thread, then frees the context and the model (``close``, or
         #: unclosed at collection or exit: ``backend.engines.lifetime``).

@@ -233,13 +233,16 @@ def default_parallel() -> int:
     return positive_from_env("CORE_CHAT_PARALLEL") or DEFAULT_PARALLEL
 
 
-def deterministic_from_env() -> bool:
-    """``CORE_DETERMINISTIC``: run each request alone, so that none depends on another
-    decoded beside it (at the cost of batching; benchmarks/README.md). Off by default.
+def runs_alone(deterministic: bool | None = None) -> bool:
+    """Whether an engine runs each request alone, so that none depends on another decoded
+    beside it (at the cost of batching; benchmarks/README.md): ``deterministic`` when given,
+    else ``CORE_DETERMINISTIC``, off by default.
 
     Raises:
         ValueError: it is set to anything but a yes or a no (1/0, true/false, yes/no, on/off).
     """
+    if deterministic is not None:
+        return deterministic
     configured = os.environ.get("CORE_DETERMINISTIC", "").strip().lower()
     if configured in ("", "0", "false", "no", "off"):
         return False

@@ -23,7 +23,7 @@ from backend.engines.request_runner import (
     RunnerChatEngine,
     checked_prompt,
     default_parallel,
-    deterministic_from_env,
+    runs_alone,
 )
 from backend.engines.sampling import TokenChooser
 from backend.engines.token_mask import ConstraintMasks, masks_available
@@ -78,7 +78,7 @@ class TransformersChatEngine(RunnerChatEngine):
         self._masks: ConstraintMasks | None = None  # built on the first constrained call
         self._masks_lock = threading.Lock()
         parallel = parallel or default_parallel()
-        if deterministic_from_env() if deterministic is None else deterministic:
+        if runs_alone(deterministic):
             parallel = 1
         self._runner = TransformersRunner(self.model, self.device, slots=parallel)
         #: Stops the runner's thread (``close``, or unclosed at collection or interpreter exit,
