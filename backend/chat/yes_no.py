@@ -13,6 +13,8 @@ import math
 from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
+import numpy as np
+
 from backend.engines.base import ChatEngine
 
 YES_SPELLINGS = ("yes", "Yes", " yes", " Yes", "YES")
@@ -85,6 +87,18 @@ class YesNoReader:
         prompts = [self.prompt_ids(conversation) for conversation in conversations]
         scored = self.engine.next_token_logprobs_many(prompts, self._yes + self._no)
         return [(self._share(lps), len(ids)) for lps, ids in zip(scored, prompts, strict=True)]
+
+    def read_many_with_hidden(
+        self, conversations: list[list[dict[str, str]]]
+    ) -> list[tuple[float, int, np.ndarray]]:
+        """``read_many`` with the model's final hidden state at the answer position
+        (``ChatEngine.next_token_readings_many``), what a learned reading reads."""
+        prompts = [self.prompt_ids(conversation) for conversation in conversations]
+        scored = self.engine.next_token_readings_many(prompts, self._yes + self._no)
+        return [
+            (self._share(lps), len(ids), hidden)
+            for (lps, hidden), ids in zip(scored, prompts, strict=True)
+        ]
 
     def count_tokens(self, text: str) -> int:
         tokenizer = self.engine.tokenizer

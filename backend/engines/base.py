@@ -124,6 +124,22 @@ class ChatEngine(abc.ABC):
         together (sharing their common beginnings) does."""
         return [self.next_token_logprobs(prompt, candidate_ids) for prompt in prompts]
 
+    #: Whether ``next_token_readings_many`` returns hidden states (the judge's learned
+    #: reading needs them).
+    reads_hidden_states: bool = False
+
+    def next_token_readings_many(
+        self, prompts: Sequence[Sequence[int]], candidate_ids: Sequence[int]
+    ) -> list[tuple[list[float], np.ndarray]]:
+        """Each prompt's ``next_token_logprobs`` and the model's final hidden state (after
+        its last norm) at the prompt's last token: what a learned reading of the model's
+        answer reads (``backend.groundedness.learned``).
+
+        Raises:
+            NotImplementedError: this engine cannot expose its hidden states.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not expose hidden states")
+
     def close(self) -> None:
         """Free the model; the engine is unusable afterwards."""
 

@@ -23,10 +23,11 @@ class NativeBatch:
         n_vocab: the width of a row of logits.
     """
 
-    def __init__(self, native, ctx, capacity: int, n_vocab: int) -> None:
+    def __init__(self, native, ctx, capacity: int, n_vocab: int, n_embd: int = 0) -> None:
         self._native = native
         self._ctx = ctx
         self._n_vocab = n_vocab
+        self._n_embd = n_embd
         self._batch = native.llama_batch_init(capacity, 0, 1)
 
     def decode(self, entries: list[tuple[int, int, int, bool]], wants_logits: bool) -> None:
@@ -57,6 +58,22 @@ class NativeBatch:
         return np.ctypeslib.as_array(
             self._native.llama_get_logits_ith(self._ctx, row), shape=(self._n_vocab,)
         )
+
+    def decode_with_hidden(self, entries: list[tuple[int, int, int, bool]]) -> None:
+        """``decode`` with every entry an output whose final hidden state is kept as well
+        (``hidden``). llama.cpp outputs every token of a batch while it computes hidden
+        states, so only the positions whose hidden states are wanted go in such a batch."""
+        self._native.llama_set_embeddings(self._ctx, True)
+        try:
+            self.decode([(seq, token, pos, True) for seq, token, pos, _ in entries], False)
+        finally:
+            self._native.llama_set_embeddings(self._ctx, False)
+
+    def hidden(self, row: int) -> np.ndarray:
+        """The final hidden state (after the last norm, before the output layer) of the
+        ``row``-th entry of the last ``decode_with_hidden`` (a copy)."""
+        pointer = self._native.llama_get_embeddings_ith(self._ctx, row)
+        return np.ctypeslib.as_array(pointer, shape=(self._n_embd,)).copy()
 
     def free(self) -> None:
         self._native.llama_batch_free(self._batch)

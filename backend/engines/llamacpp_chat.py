@@ -102,6 +102,7 @@ class LlamaCppChatEngine(RunnerChatEngine):
 
     supports_constraints = masks_available()
     quantized_prompt_evaluation = True
+    reads_hidden_states = True
 
     def __init__(
         self,
@@ -151,6 +152,7 @@ class LlamaCppChatEngine(RunnerChatEngine):
             suffix_sequences=SUFFIX_SEQUENCES,
             batch_tokens=_BATCH_TOKENS,
             one_at_a_time=runs_alone(deterministic),
+            n_embd=self._model.n_embd(),
         )
         #: Stops the runner's thread, then frees the context and the model (``close``, or
         #: unclosed at collection or exit: ``backend.engines.lifetime``).
@@ -198,17 +200,33 @@ class LlamaCppChatEngine(RunnerChatEngine):
         """``next_token_logprobs`` of each prompt: prompts that share a beginning are scored
         as that beginning, evaluated once, and their short ends on top of it, all in one
         evaluation (``prompt_tree.shared_prefix_groups``, ``BatchingRunner.score_suffixes``).
+        """
+        return self._score_grouped(prompts, _candidate_logprobs(candidate_ids), hidden=False)
+
+    def next_token_readings_many(
+        self, prompts: Sequence[Sequence[int]], candidate_ids: Sequence[int]
+    ) -> list[tuple[list[float], np.ndarray]]:
+        """Each prompt's candidates' log-probabilities and the model's final hidden state at
+        its last token, scored as ``next_token_logprobs_many`` scores them."""
+        logprobs = _candidate_logprobs(candidate_ids)
+        return self._score_grouped(
+            prompts, lambda logits, hidden: (logprobs(logits), hidden), hidden=True
+        )
+
+    def _score_grouped(self, prompts: Sequence[Sequence[int]], score, hidden: bool) -> list:
+        """``score`` after each prompt, the prompts grouped by their shared beginnings.
 
         The first group is scored before the others are submitted, so that what all prompts
         share (the judge's instructions) is in the cache for them to reuse.
         """
         checked = [checked_prompt(prompt) for prompt in prompts]
         groups = shared_prefix_groups(checked, SUFFIX_TOKENS)
-        logprobs = _candidate_logprobs(candidate_ids)
-        results: list[list[float]] = [[] for _ in checked]
+        results: list = [None] * len(checked)
         for batch in (groups[:1], groups[1:]):
             scored = self._runner.score_suffixes(
-                [(checked[ms[0]][:n], [checked[m][n:] for m in ms]) for n, ms in batch], logprobs
+                [(checked[ms[0]][:n], [checked[m][n:] for m in ms]) for n, ms in batch],
+                score,
+                hidden=hidden,
             )
             for (_, members), values in zip(batch, scored, strict=True):
                 for member, value in zip(members, values, strict=True):

@@ -31,7 +31,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from backend.engines.llamacpp_batch import NativeBatch
 from backend.engines.llamacpp_slots import PREFILL_CHUNK, Slot, SlotCache, reusable_prefix
@@ -53,6 +52,9 @@ class _Request(RunnerRequest):
     #: A scoring of several prompts that all begin with ``prompt``: what follows it in each.
     #: The prompt is evaluated once, then every suffix scored in one batched evaluation.
     suffixes: list[list[int]] | None = None
+    #: Whether each suffix is scored as ``score(logits, hidden)`` with the final hidden
+    #: state at its last token (``score_suffixes(..., hidden=True)``).
+    hidden: bool = False
 
 
 class BatchingRunner(RequestRunner):
@@ -81,6 +83,7 @@ class BatchingRunner(RequestRunner):
         suffix_sequences: int = 0,
         batch_tokens: int = PREFILL_CHUNK,
         one_at_a_time: bool = False,
+        n_embd: int = 0,
     ) -> None:
         super().__init__("llama.cpp runner")
         if native is None:
@@ -96,7 +99,7 @@ class BatchingRunner(RequestRunner):
         #: for the length of one evaluation (``_score_suffixes``).
         self._suffix_seqs = list(range(slots, slots + suffix_sequences))
         self._batch_tokens = max(PREFILL_CHUNK, slots, batch_tokens)
-        self._batch = NativeBatch(native, ctx, self._batch_tokens, n_vocab)
+        self._batch = NativeBatch(native, ctx, self._batch_tokens, n_vocab, n_embd)
         #: The most requests advanced by one decode call so far (how much batching happened).
         self.largest_decode_batch = 0
         #: Requests set aside so far because the KV cache was full.
@@ -117,7 +120,8 @@ class BatchingRunner(RequestRunner):
     def score_suffixes(
         self,
         groups: Sequence[tuple[list[int], list[list[int]]]],
-        score: Callable[[Any], object],
+        score: Callable[..., object],
+        hidden: bool = False,
     ) -> list[list]:
         """For each (prefix, suffixes) group, ``score(logits)`` after ``prefix + suffix`` for
         each suffix, in order: the prefix is evaluated once (or reused from the cache), the
@@ -126,6 +130,11 @@ class BatchingRunner(RequestRunner):
         A group of one suffix shares nothing: it is scored as one prompt, evaluated as a lone
         prompt always is (its last token evaluated alone on top of the rest moves P(yes)
         beyond what an engine with a clean cache reads, benchmarks/README.md).
+
+        With ``hidden``, each is ``score(logits, hidden)`` with the final hidden state at
+        the suffix's last token. That token is then always evaluated in a batch of the last
+        tokens alone (``NativeBatch.decode_with_hidden``), a lone prompt's too (its prefix
+        being all but its last token), so every reading is laid out the same way.
 
         Raises:
             ValueError: a prefix is empty, a suffix empty or longer than one evaluation
@@ -140,9 +149,14 @@ class BatchingRunner(RequestRunner):
                     f"need a prefix and suffixes of 1 to {self._batch_tokens} tokens each"
                 )
             whole = list(prefix) + list(suffixes[0]) if len(suffixes) == 1 else list(prefix)
-            request = _Request(whole, 0, None, score, lambda: False, frozenset())
-            if len(suffixes) > 1:
-                request.suffixes = [list(s) for s in suffixes]
+            if hidden and len(suffixes) == 1:
+                request = _Request(whole[:-1], 0, None, score, lambda: False, frozenset())
+                request.suffixes = [whole[-1:]]
+            else:
+                request = _Request(whole, 0, None, score, lambda: False, frozenset())
+                if len(suffixes) > 1:
+                    request.suffixes = [list(s) for s in suffixes]
+            request.hidden = hidden
             requests.append(request)
         scored = self._await_scorings(requests)
         return [
@@ -377,8 +391,11 @@ class BatchingRunner(RequestRunner):
                         (seq_id, token, base + i, i == last) for i, token in enumerate(suffix)
                     ]
                     rows.append(len(entries) - 1)
-                self._batch.decode(entries, wants_logits=False)
-                results += [request.score(self._batch.logits(row)) for row in rows]
+                if request.hidden:
+                    results += self._score_with_hidden(entries, rows, request.score)
+                else:
+                    self._batch.decode(entries, wants_logits=False)
+                    results += [request.score(self._batch.logits(row)) for row in rows]
             except BaseException as error:  # noqa: BLE001 - handed to the request
                 self._finish(slot, error)
                 return
@@ -387,6 +404,18 @@ class BatchingRunner(RequestRunner):
                     self._native.llama_memory_seq_rm(self._memory, seq_id, 0, -1)
         request.results.put(results)
         self._release(slot)
+
+    def _score_with_hidden(
+        self, entries: list[tuple[int, int, int, bool]], rows: list[int], score: Callable
+    ) -> list[object]:
+        """Evaluate the suffixes' entries, their last tokens (at ``rows``) in a batch of
+        their own that keeps hidden states, and score each last token."""
+        lasts = set(rows)
+        bodies = [entry for i, entry in enumerate(entries) if i not in lasts]
+        if bodies:
+            self._batch.decode(bodies, wants_logits=False)
+        self._batch.decode_with_hidden([entries[row] for row in rows])
+        return [score(self._batch.logits(i), self._batch.hidden(i)) for i in range(len(rows))]
 
     def _finish(self, slot: Slot, error: BaseException | None = None) -> None:
         slot.request.results.put(error if error is not None else END)

@@ -51,6 +51,10 @@ class FakeLlamaCpp:
         self.gate = threading.Event()
         self.gate.set()
         self._rows: list[np.ndarray] = []
+        self._hidden: list[np.ndarray] = []
+        self.embeddings = False
+        #: Sizes of the evaluations made with hidden states kept.
+        self.hidden_batches: list[int] = []
 
     def llama_get_memory(self, ctx):
         return "memory"
@@ -106,7 +110,11 @@ class FakeLlamaCpp:
         ]
         if sum(len(kv) for kv in self.kv.values()) + len(entries) > self.cells:
             return 1  # no room in the cache
-        self._rows = []
+        self._rows, self._hidden = [], []
+        if self.embeddings:
+            # llama.cpp outputs every token of a batch while it keeps hidden states.
+            assert all(wants for *_, wants in entries), "a hidden-state batch outputs all"
+            self.hidden_batches.append(len(entries))
         for seq_id, token, position, wants_logits in entries:
             cache = self.kv.setdefault(seq_id, [])
             assert position == len(cache), f"seq {seq_id}: position {position}, cache {len(cache)}"
@@ -115,6 +123,7 @@ class FakeLlamaCpp:
                 row = np.full(VOCAB, -10.0, dtype=np.float32)
                 row[next_token([t for _, t in cache])] = 10.0
                 self._rows.append(row)
+                self._hidden.append(fake_hidden([t for _, t in cache]))
             else:
                 self._rows.append(None)
         self.batch_sizes.append(len(entries))
@@ -122,6 +131,20 @@ class FakeLlamaCpp:
 
     def llama_get_logits_ith(self, ctx, row):
         return self._rows[row].ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+
+    def llama_set_embeddings(self, ctx, value):
+        self.embeddings = bool(value)
+
+    def llama_get_embeddings_ith(self, ctx, row):
+        return self._hidden[row].ctypes.data_as(ctypes.POINTER(ctypes.c_float))
+
+
+HIDDEN = 4
+
+
+def fake_hidden(tokens: list[int]) -> np.ndarray:
+    """The stand-in's "hidden state" after ``tokens``: a function of all of them."""
+    return np.array([len(tokens), sum(tokens), tokens[-1], next_token(tokens)], np.float32)
 
 
 def wait_for(condition, limit: float = 60.0) -> None:
@@ -150,6 +173,7 @@ def make_runner():
             native=native,
             suffix_sequences=suffix_sequences,
             batch_tokens=256,
+            n_embd=HIDDEN,
         )
         runners.append(runner)
         return runner, native
@@ -407,6 +431,29 @@ def test_a_group_of_one_suffix_is_evaluated_as_one_prompt(make_runner):
     # group's prefix, then its two suffixes together.
     assert sorted(native.batch_sizes) == [1 + 1, 10, 202 - 128, 128]
     assert runner.score_suffixes([(prefix, [[5, 6]])], top) == scored[:1]
+
+
+def test_hidden_states_are_read_at_each_suffix_end_in_a_batch_of_the_ends_alone(make_runner):
+    """llama.cpp outputs every token of a batch that keeps hidden states, so only the last
+    tokens go in it; a lone prompt's last token too, so every reading is laid out alike."""
+    runner, native = make_runner(suffix_sequences=4)
+    prefix = [(5 * i) % 30 + 1 for i in range(150)]
+    suffixes = [[1, 2, 3], [4], [5, 6]]
+
+    def read(logits, hidden):
+        return top(logits), hidden.tolist()
+
+    scored = runner.score_suffixes([(prefix, suffixes), ([9] * 10, [[7, 8]])], read, hidden=True)
+    expected = [
+        [(next_token(prefix + s), fake_hidden(prefix + s).tolist()) for s in suffixes],
+        [(next_token([9] * 10 + [7, 8]), fake_hidden([9] * 10 + [7, 8]).tolist())],
+    ]
+    assert scored == expected
+    assert sorted(native.hidden_batches) == [1, 3]  # the lone prompt's end; the three ends
+    assert not native.embeddings  # switched off again after each
+    plain = runner.score_suffixes([(prefix, suffixes)], top)
+    assert plain == [[next_token(prefix + s) for s in suffixes]]
+    assert sorted(native.hidden_batches) == [1, 3]
 
 
 def test_a_bad_suffix_is_refused_before_anything_runs(make_runner):
