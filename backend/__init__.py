@@ -118,13 +118,15 @@ def connect_shared(
     max_retries: int = DEFAULT_MAX_RETRIES,
     engine_url: str | None = None,
     chat_engine: str | None = None,
+    judge_model: str | None = None,
     **engine_options: Any,
 ) -> Backend:
     """The backend an adapter uses: the server at ``base_url`` (``CORE_BASE_URL``), or the
     engines at ``engine_url`` (``CORE_ENGINE_URL``; ``engine_options`` as for ``connect``),
     else a handle on the in-process backend this process shares among everything built with
-    the same engine settings (from the ``CORE_*`` variables, and ``chat_engine``: ``auto``,
-    ``llama.cpp`` or ``transformers``, in-process only), so models load once.
+    the same engine settings (from the ``CORE_*`` variables, and in-process only
+    ``chat_engine``: ``auto``, ``llama.cpp`` or ``transformers``, and ``judge_model``), so
+    models load once.
 
     ``timeout`` and ``max_retries`` concern the HTTP clients only: in-process there is no
     connection to time out or retry. Closing the result closes the client, or gives up the
@@ -143,7 +145,9 @@ def connect_shared(
     from backend.backends.local.config import EngineConfig
     from backend.backends.local.shared import shared_backend
 
-    return shared_backend(EngineConfig.from_env(chat_engine=chat_engine))
+    thresholds = {k: engine_options.get(k) for k in ("grounded_at", "not_grounded_below")}
+    config = EngineConfig.from_env(chat_engine=chat_engine, judge_model=judge_model, **thresholds)
+    return shared_backend(config)
 
 
 def _env_base_url() -> str | None:
@@ -172,6 +176,8 @@ class ConnectionSettings(BaseModel):
         chat_engine: in-process only, which engine runs the chat model: ``auto``,
             ``llama.cpp`` or ``transformers`` (default ``CORE_CHAT_ENGINE``, else ``auto``);
             another value is refused here. A ready backend goes to the adapters' ``backend=``.
+        judge_model: in-process only, a model that reads the groundedness judge's prompts
+            instead of the chat model (default ``CORE_JUDGE_MODEL``; ``EngineConfig``).
     """
 
     base_url: str | None = Field(
@@ -233,6 +239,12 @@ class ConnectionSettings(BaseModel):
         + " (default: CORE_CHAT_ENGINE, else auto).",
     )
 
+    judge_model: str | None = Field(
+        default=None,
+        description="In-process: a model reading the groundedness judge's prompts instead of "
+        "the chat model (default: CORE_JUDGE_MODEL, else the chat model).",
+    )
+
     @field_validator("chat_engine", mode="before")
     @classmethod
     def _known_chat_engine(cls, value: Any) -> Any:
@@ -262,5 +274,6 @@ class ConnectionSettings(BaseModel):
             max_retries=self.max_retries,
             engine_url=engine_url,
             chat_engine=self.chat_engine,
+            judge_model=self.judge_model,
             **engine_options,
         )

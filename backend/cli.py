@@ -83,6 +83,11 @@ def _in_process_options(parser: argparse.ArgumentParser) -> None:
         choices=CHAT_ENGINES,
         help="in-process engine running the chat model (default: CORE_CHAT_ENGINE, else auto)",
     )
+    parser.add_argument(
+        "--judge-model",
+        help="in-process model reading the groundedness judge's prompts instead of the chat "
+        "model (default: CORE_JUDGE_MODEL)",
+    )
 
 
 def _connection_options(parser: argparse.ArgumentParser) -> None:
@@ -104,7 +109,7 @@ def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
             parser.error(f"{flag} needs --engine-url")
     elif getattr(args, "base_url", None):
         parser.error("--base-url and --engine-url exclude each other")
-    for flag in ("profile", "chat_engine"):
+    for flag in ("profile", "chat_engine", "judge_model"):
         if getattr(args, flag) is None:
             continue
         if args.engine_url is not None:
@@ -122,7 +127,11 @@ def _check_args(parser: argparse.ArgumentParser, args: argparse.Namespace) -> No
 def backend_options(args: argparse.Namespace) -> dict[str, Any]:
     """The ``backend.connect`` keywords the flags give: the profile and the engine's options,
     those not given left out."""
-    options = {"profile": args.profile, "chat_engine": args.chat_engine}
+    options = {
+        "profile": args.profile,
+        "chat_engine": args.chat_engine,
+        "judge_model": args.judge_model,
+    }
     options.update({keyword: getattr(args, flag) for flag, keyword in ENGINE_OPTIONS.items()})
     return {name: value for name, value in options.items() if value is not None}
 
@@ -191,7 +200,10 @@ def _serve(args: argparse.Namespace) -> int:
 
     # Only an engine needs connect(); the in-process models ignore CORE_BASE_URL as before.
     backend = connect(**options) if args.engine_url else None
-    run_server(profile=args.profile, chat_engine=args.chat_engine, backend=backend, **listening)
+    in_process = {"profile": args.profile, "chat_engine": args.chat_engine}
+    if args.judge_model is not None:
+        in_process["judge_model"] = args.judge_model
+    run_server(backend=backend, **in_process, **listening)
     return 0
 
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from backend.groundedness.learned import LearnedReading, learned_reading_for
 from backend.protocol.schemas import Verdict
 
 
@@ -42,6 +43,9 @@ class JudgeCalibration:
     not_grounded_below: float
     #: The questions the judge asks (names in ``prompts.QUESTIONS``).
     questions: tuple[str, ...]
+    #: The learned reading that gives the support (``learned.LearnedReading``), where the
+    #: model and reader have one; None reads P(yes).
+    learned: LearnedReading | None = None
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.not_grounded_below <= self.grounded_at <= 1.0:
@@ -59,8 +63,9 @@ class JudgeCalibration:
         return self.grounded_at, self.not_grounded_below
 
 
-#: Readers: ``llama.cpp`` (quantized prompt evaluation) or ``transformers`` (bf16: AMX CPUs,
-#: GPUs, ``CORE_GROUNDEDNESS_ENGINE=transformers``).
+#: The P(yes) calibrations, for readers without a learned reading. Readers: ``llama.cpp``
+#: (quantized prompt evaluation) or ``transformers`` (bf16: AMX CPUs, GPUs,
+#: ``CORE_GROUNDEDNESS_ENGINE=transformers``).
 CALIBRATIONS = {
     ("default", "transformers"): JudgeCalibration(0.4426, 0.4426, ("support",)),
     ("default", "llama.cpp"): JudgeCalibration(0.3713, 0.3713, ("support",)),
@@ -74,9 +79,28 @@ def calibration_for(
     reader: str,
     grounded_at: float | None = None,
     not_grounded_below: float | None = None,
+    reads_hidden_states: bool = True,
 ) -> JudgeCalibration:
     """The calibration of ``profile``'s model read by ``reader``, with the thresholds given
-    here (an operator's own) in place of the calibrated ones."""
-    calibration = CALIBRATIONS[(profile, reader)]
+    here (an operator's own) in place of the calibrated ones: its learned reading where one
+    was trained and the reader exposes hidden states (``reads_hidden_states``), else P(yes)
+    and ``CALIBRATIONS``."""
+    learned = learned_reading_for(profile, reader) if reads_hidden_states else None
+    if learned is not None:
+        calibration = JudgeCalibration(
+            learned.grounded_at, learned.not_grounded_below, ("support",), learned
+        )
+    else:
+        calibration = CALIBRATIONS[(profile, reader)]
     overrides = {"grounded_at": grounded_at, "not_grounded_below": not_grounded_below}
     return replace(calibration, **{k: v for k, v in overrides.items() if v is not None})
+
+
+def own_thresholds(grounded_at: float | None, not_grounded_below: float | None) -> JudgeCalibration:
+    """A calibration of the user's own thresholds (either one alone is both) for a model that
+    has none of ours: P(yes) of the questions of the strongest calibration."""
+    if grounded_at is None and not_grounded_below is None:
+        raise ValueError("give grounded_at, not_grounded_below or both")
+    high = grounded_at if grounded_at is not None else not_grounded_below
+    low = not_grounded_below if not_grounded_below is not None else high
+    return JudgeCalibration(high, low, CALIBRATIONS[("default", "llama.cpp")].questions)  # type: ignore[arg-type]

@@ -25,6 +25,11 @@ claim supported at ``grounded_at`` needs no further chunk, and a claim below
 is then the one reading everything would give; the supports reported for claims left unread
 are lower bounds.
 
+With a learned reading (``backend.groundedness.learned``) a chunk's support is instead a
+small classifier's, trained on public NLI data, over the model's final hidden state at the
+answer position of the support question and that question's P(yes): the same prompt and the
+same forward pass, read by trained weights rather than by the yes/no logits alone.
+
 The judge gives the support; the verdict comes from thresholds calibrated for the model and
 the engine that reads the prompts, with the same choice of questions
 (``backend.groundedness.calibration``). What each choice scored is in benchmarks/README.md.
@@ -34,6 +39,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Protocol
+
+import numpy as np
 
 from backend.chat.yes_no import YesNoReader, YesNoReading
 from backend.engines.base import ChatEngine
@@ -65,6 +73,14 @@ class ChunkReading:
     claim: int
     chunk: int
     p_yes: dict[str, float]
+    #: The final hidden state at the support question's answer position, where read.
+    hidden: np.ndarray | None = None
+
+
+class LearnedSupport(Protocol):
+    """A trained reading of the support question: (P(yes), hidden state) -> support."""
+
+    def support(self, p_yes: float, hidden: np.ndarray) -> float: ...
 
 
 def chunk_support(p_yes: dict[str, float], questions: Sequence[Question]) -> float:
@@ -87,6 +103,11 @@ class GroundednessJudge:
         chunk_tokens: largest context chunk shown to the model at once.
         chunks_per_claim: how many chunks each claim is checked against.
         max_claims: more sentences than this are merged into this many claims.
+        learned: a trained reading of the support question that gives each chunk's support
+            (``backend.groundedness.learned``); it needs a local engine and the support
+            question alone.
+        hidden_states: keep each reading's hidden state in ``read``'s readings (what the
+            learned reading is trained on); implied by ``learned``.
     """
 
     def __init__(
@@ -98,6 +119,8 @@ class GroundednessJudge:
         chunk_tokens: int = CHUNK_TOKENS,
         chunks_per_claim: int = CHUNKS_PER_CLAIM,
         max_claims: int = MAX_CLAIMS,
+        learned: LearnedSupport | None = None,
+        hidden_states: bool = False,
     ) -> None:
         if chunk_tokens < 1 or chunks_per_claim < 1 or max_claims < 1:
             raise ValueError("chunk_tokens, chunks_per_claim and max_claims must be positive")
@@ -110,6 +133,12 @@ class GroundednessJudge:
         self._reader = reader if isinstance(reader, YesNoReading) else YesNoReader(reader)
         self._questions = [QUESTIONS[name] for name in questions]
         self._stop_at = stop_at
+        self._learned = learned
+        self._hidden_states = hidden_states or learned is not None
+        if self._hidden_states and not isinstance(self._reader, YesNoReader):
+            raise ValueError("a learned reading needs a local chat engine's hidden states")
+        if learned is not None and list(questions) != ["support"]:
+            raise ValueError("a learned reading reads the support question alone")
 
     def assess(self, context: str, response: str) -> Assessment:
         """The response's support by the context, and the prompt tokens read for it."""
@@ -142,19 +171,31 @@ class GroundednessJudge:
                 for number, chunk in pairs
                 for question in self._questions
             ]
-            results = iter(self._reader.read_many(prompts))
+            results = iter(self._read(prompts))
             for number, chunk in pairs:
-                p_yes = {}
+                p_yes, hidden = {}, None
                 for question in self._questions:
-                    p_yes[question.name], read = next(results)
+                    p_yes[question.name], read, hidden = next(results)
                     prompt_tokens += read
-                readings.append(ChunkReading(number, chunk, p_yes))
-                best[number] = max(best[number], chunk_support(p_yes, self._questions))
+                readings.append(ChunkReading(number, chunk, p_yes, hidden))
+                best[number] = max(best[number], self._support(p_yes, hidden))
             if self._decided(best, ranked, round_):
                 break
         supports = tuple(zip(claims, best, strict=True))
         assessment = Assessment(support=min(best), prompt_tokens=prompt_tokens, claims=supports)
         return assessment, readings
+
+    def _read(self, prompts: list[list[dict[str, str]]]) -> list[tuple]:
+        """(P(yes), prompt tokens, hidden state or None) of each prompt, read together."""
+        if self._hidden_states:
+            return self._reader.read_many_with_hidden(prompts)  # type: ignore[union-attr]
+        return [(p, read, None) for p, read in self._reader.read_many(prompts)]
+
+    def _support(self, p_yes: dict[str, float], hidden: np.ndarray | None) -> float:
+        """A chunk's support for a claim: the learned reading's, else ``chunk_support``."""
+        if self._learned is not None:
+            return self._learned.support(p_yes["support"], hidden)  # type: ignore[arg-type]
+        return chunk_support(p_yes, self._questions)
 
     def _settled(self, support: float) -> bool:
         """Whether a claim this well supported needs no further chunk: at ``grounded_at``

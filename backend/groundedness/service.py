@@ -42,6 +42,11 @@ class JudgeReader:
             return "engine"
         return "llama.cpp" if self.engine.quantized_prompt_evaluation else "transformers"
 
+    @property
+    def reads_hidden_states(self) -> bool:
+        """Whether the engine exposes hidden states, as the judge's learned reading needs."""
+        return not isinstance(self.engine, YesNoReading) and self.engine.reads_hidden_states
+
 
 class GroundednessService:
     """Answers groundedness checks: the judge reads the support, the calibration decides."""
@@ -50,7 +55,10 @@ class GroundednessService:
         self.reader = reader
         self.calibration = calibration
         self.judge = GroundednessJudge(
-            reader.engine, questions=calibration.questions, stop_at=calibration.thresholds
+            reader.engine,
+            questions=calibration.questions,
+            stop_at=calibration.thresholds,
+            learned=calibration.learned,
         )
 
     def judge_request(self, request: ChatCompletionRequest) -> tuple[Verdict, Assessment]:

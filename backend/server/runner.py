@@ -127,9 +127,10 @@ def run_server(
     profile: str | None = None,
     chat_engine: str | None = None,
     backend: Backend | None = None,
+    judge_model: str | None = None,
 ) -> None:
-    """Serve ``backend`` (default: the in-process backend of ``profile`` and ``chat_engine``)
-    until interrupted.
+    """Serve ``backend`` (default: the in-process backend of ``profile``, ``chat_engine`` and
+    ``judge_model``) until interrupted.
 
     Settings come from ``serving_settings(key_file, no_auth)``. The backend is closed when
     the server stops.
@@ -142,7 +143,9 @@ def run_server(
     if backend is None:
         from backend.backends.local import InProcessBackend
 
-        backend = InProcessBackend(profile=profile, chat_engine=chat_engine)
+        backend = InProcessBackend(
+            profile=profile, chat_engine=chat_engine, judge_model=judge_model
+        )
     try:
         build_server(backend, settings, host=host, port=port, exit_when_abandoned=True).run()
     finally:

@@ -4,6 +4,7 @@
     .venv/bin/python -m benchmarks.eval.calibrate --profile default --set groundedness_v2.jsonl
     .venv/bin/python -m benchmarks.eval.calibrate --engine-url http://host:8080 \
         --engine-chat-model Qwen/Qwen2.5-7B-Instruct
+    .venv/bin/python -m benchmarks.eval.calibrate --judge-model Qwen/Qwen2.5-7B-Instruct
 
 Reads every pair of the calibration sets (by default the first set and the second set's train
 split; the second set's test split is never read to choose anything) with the judge asking
@@ -21,7 +22,9 @@ With ``--engine-url`` the judge's prompts are read by an OpenAI-compatible engin
 (``backend.backends.remote_engine``): the thresholds printed are the ``grounded_at`` and
 ``not_grounded_below`` to pass with that engine (``backend.connect(engine_url=...,
 grounded_at=..., not_grounded_below=...)``, or ``serve --grounded-at ...``), written to
-``calibration-engine-<model>.json``.
+``calibration-engine-<model>.json``. With ``--judge-model`` a local model of the user's
+choice reads them (``CORE_JUDGE_MODEL``), and its thresholds go to ``grounded_at`` and
+``not_grounded_below`` beside it (``calibration-judge-<model>.json``).
 """
 
 from __future__ import annotations
@@ -202,12 +205,24 @@ def collect_readings(judge: Any, cases: Sequence[dict[str, Any]]) -> list[dict[s
     return rows
 
 
-def make_judge(profile: str, engine: dict[str, Any] | None) -> tuple[str, Any]:
+def make_judge(
+    profile: str, engine: dict[str, Any] | None, judge_model: str | None = None
+) -> tuple[str, Any]:
     """The name of the reader of the judge's prompts, and a judge reading with it that asks
     every question of every chunk. ``engine``: ``engine_url``, ``chat_model`` and
-    ``engine_api_key`` of an engine to read them instead of the profile's local reader."""
+    ``engine_api_key`` of an engine to read them instead of the profile's local reader;
+    ``judge_model``: a local model to read them (``CORE_JUDGE_MODEL``)."""
     from backend.groundedness.judge import GroundednessJudge
     from backend.groundedness.prompts import QUESTIONS
+
+    if judge_model:
+        from backend.engines.loader import load_chat_engine
+        from backend.engines.selection import chat_engine_kind
+
+        kind = chat_engine_kind(judge_model, "auto", None)
+        reader = load_chat_engine(judge_model, kind)
+        name = f"judge-{judge_model.replace('/', '--')}"
+        return name, GroundednessJudge(reader, questions=list(QUESTIONS))
 
     if engine:
         from backend.backends.remote_engine.api import EngineAPI
@@ -275,6 +290,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--engine-url", help="read the prompts with this engine's model")
     parser.add_argument("--engine-chat-model", help="the engine's model id (default: its only one)")
     parser.add_argument("--engine-api-key", help="bearer key for the engine")
+    parser.add_argument("--judge-model", help="read the prompts with this local model")
     args = parser.parse_args(argv)
     if args.readings:
         earlier = json.loads(args.readings.read_text(encoding="utf-8"))
@@ -287,10 +303,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                 "chat_model": args.engine_chat_model,
                 "engine_api_key": args.engine_api_key,
             }
-        reader, judge = make_judge(args.profile, engine)
+        reader, judge = make_judge(args.profile, engine, args.judge_model)
         cases = calibration_cases(args.sets or DEFAULT_SETS, args.limit)
         rows = collect_readings(judge, cases)
-    name = reader if reader.startswith("engine-") else f"{args.profile}-{reader}"
+    own = reader.startswith(("engine-", "judge-"))
+    name = reader if own else f"{args.profile}-{reader}"
     out = EVAL_DIR / f"calibration-{name}.json"
     figures = report(rows)
     result = {"profile": args.profile, "reader": reader, **figures, "pairs": rows}

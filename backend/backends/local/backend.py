@@ -21,7 +21,7 @@ from backend.chat.service import ChatService
 from backend.embeddings.service import EmbeddingService
 from backend.engines.base import ChatEngine, EmbeddingEngine
 from backend.engines.selection import CHAT_ENGINES, chat_engine_kind, judge_reads_with_copy
-from backend.groundedness.calibration import JudgeCalibration, calibration_for
+from backend.groundedness.calibration import JudgeCalibration, calibration_for, own_thresholds
 from backend.groundedness.service import GroundednessService, JudgeReader
 from backend.interface import (
     ChatRequestLike,
@@ -108,9 +108,10 @@ class InProcessBackend(ServicesBackend):
         chat, embedding = chat_engine_instance, embedding_engine_instance
         self._chat = LazyEngine(lambda: chat or self._load_chat_engine())
         self._judge_copy = LazyEngine(self._load_judge_copy)
+        self._judge_model = LazyEngine(self._load_judge_model)
         self._embedding = LazyEngine(lambda: embedding or self._load_embedding_engine())
         #: The engines this backend loads, and so closes (injected ones are the caller's).
-        self._owned = [self._judge_copy]
+        self._owned = [self._judge_copy, self._judge_model]
         self._owned += [self._chat] if chat is None else []
         self._owned += [self._embedding] if embedding is None else []
         self._chat_service = Lazy(self._build_chat_service)
@@ -132,6 +133,13 @@ class InProcessBackend(ServicesBackend):
 
         return load_judge_copy(self.config.chat_model, self.config.chat_dtype)
 
+    def _load_judge_model(self) -> ChatEngine:
+        from backend.engines.loader import load_chat_engine
+
+        config = self.config
+        kind = chat_engine_kind(config.judge_model, "auto", config.device)
+        return load_chat_engine(config.judge_model, kind, config.device, config.chat_dtype)
+
     def _load_embedding_engine(self) -> EmbeddingEngine:
         from backend.engines.loader import load_embedding_engine
 
@@ -146,18 +154,29 @@ class InProcessBackend(ServicesBackend):
     def _choose_judge_reader(self) -> JudgeReader:
         """The one place that decides what reads the judge's prompts: the chat engine, or a
         copy of the model that evaluates prompts faster
-        (``backend.engines.selection.judge_reads_with_copy``). The calibration, and the lock
-        held while reading, follow from the choice."""
-        config, chat = self.config, self._chat.get()
+        (``backend.engines.selection.judge_reads_with_copy``), or the judge model the user
+        named (``EngineConfig.judge_model``). The calibration, and the lock held while
+        reading, follow from the choice."""
+        config = self.config
+        if config.judge_model is not None and config.judge_model != config.chat_model:
+            return JudgeReader(self._judge_model.get(), self._judge_model.turn)
+        chat = self._chat.get()
         if judge_reads_with_copy(config.groundedness_engine, config.chat_model, chat):
             return JudgeReader(self._judge_copy.get(), self._judge_copy.turn)
         return JudgeReader(chat, self._chat.turn)
 
     def _build_groundedness_service(self) -> GroundednessService:
         config, reader = self.config, self._judge_reader.get()
-        calibration = calibration_for(
-            config.profile, reader.kind, config.grounded_at, config.not_grounded_below
-        )
+        if config.judge_profile is None:  # a judge model of the user's own: their thresholds
+            calibration = own_thresholds(config.grounded_at, config.not_grounded_below)
+        else:
+            calibration = calibration_for(
+                config.judge_profile,
+                reader.kind,
+                config.grounded_at,
+                config.not_grounded_below,
+                reads_hidden_states=reader.reads_hidden_states,
+            )
         return GroundednessService(reader, calibration)
 
     def _build_embedding_service(self) -> EmbeddingService:

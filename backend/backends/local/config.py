@@ -20,6 +20,11 @@ Environment variables (arguments to ``connect`` / ``EngineConfig.from_env`` win)
   the chat model runs on llama.cpp on a CPU with AMX, which evaluates prompts several times
   faster there (the judge only evaluates prompts); otherwise the chat engine itself
   (``backend.engines.selection``).
+* ``CORE_JUDGE_MODEL``: a model that reads the groundedness judge's prompts instead of the chat
+  model (a GPU user keeps a fast chat model and picks a strong judge): a Hugging Face id,
+  folder, GGUF file or an embedded model's name. An embedded model brings its calibration;
+  any other needs ``grounded_at`` / ``not_grounded_below`` (``benchmarks.eval.calibrate
+  --judge-model`` finds them).
 * ``CORE_CHAT_DTYPE`` / ``CORE_EMBEDDING_DTYPE``: ``float32``, ``bfloat16``, ``float16`` or
   ``auto`` (default: bf16 where the hardware computes in it, else float32).
 * ``CORE_CACHE_DIR``: where converted weights are kept (see ``backend.engines.weights.cache``).
@@ -28,7 +33,7 @@ Environment variables (arguments to ``connect`` / ``EngineConfig.from_env`` win)
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 from backend.chat.tool_need import TOOL_NEED_THRESHOLDS
@@ -60,6 +65,14 @@ def _check_choice(name: str, value: object, accepted: tuple[str, ...], hint: str
         raise ValueError(f"unknown {what} {value!r}; use one of: {', '.join(accepted)}")
 
 
+UNCALIBRATED_JUDGE = (
+    "the groundedness judge model {model!r} has no calibration: its thresholds hold only for "
+    "the model they were fitted on. Pass grounded_at and not_grounded_below (CLI: "
+    "--grounded-at/--not-grounded-below); to find them: "
+    "python -m benchmarks.eval.calibrate --judge-model {model}"
+)
+
+
 @dataclass(frozen=True)
 class EngineConfig:
     profile: str = "default"
@@ -78,10 +91,26 @@ class EngineConfig:
     not_grounded_below: float | None = None
     #: See ``backend.chat.tool_need``; set from the profile by ``from_env``.
     tool_call_check_below: float | None = None
+    #: A model that reads the groundedness judge's prompts instead of the chat model (a Hugging
+    #: Face id, local folder, GGUF file or embedded model name); None: the chat model.
+    judge_model: str | None = None
 
     def __post_init__(self) -> None:
         _check_choice("chat_engine", self.chat_engine, CHAT_ENGINES, INJECTED_CHAT_ENGINE_HINT)
         _check_choice("groundedness_engine", self.groundedness_engine, JUDGE_READERS)
+        if self.judge_model is not None and self.judge_profile is None:
+            if self.grounded_at is None and self.not_grounded_below is None:
+                raise ValueError(UNCALIBRATED_JUDGE.format(model=self.judge_model))
+
+    @property
+    def judge_profile(self) -> str | None:
+        """Whose calibration the judge's readings take: the profile's, or for a judge model
+        the embedded profile that runs that model (None for a model of the user's own, which
+        needs its own thresholds)."""
+        if self.judge_model is None or self.judge_model == self.chat_model:
+            return self.profile
+        by_model = {model: profile for profile, model in PROFILE_CHAT_MODELS.items()}
+        return by_model.get(self.judge_model)
 
     @classmethod
     def from_env(cls, **overrides: Any) -> EngineConfig:
@@ -92,7 +121,7 @@ class EngineConfig:
             raise ValueError(
                 f"unknown model profile {profile!r}; use one of: {', '.join(PROFILE_CHAT_MODELS)}"
             )
-        config = cls(
+        values = dict(
             profile=profile,
             chat_model=env.get("CORE_CHAT_MODEL") or PROFILE_CHAT_MODELS[profile],
             tool_call_check_below=TOOL_NEED_THRESHOLDS[profile],
@@ -101,6 +130,7 @@ class EngineConfig:
             chat_engine=env.get("CORE_CHAT_ENGINE") or "auto",
             groundedness_engine=env.get("CORE_GROUNDEDNESS_ENGINE") or "auto",
             chat_dtype=env.get("CORE_CHAT_DTYPE") or None,
+            judge_model=env.get("CORE_JUDGE_MODEL") or None,
             embedding_dtype=env.get("CORE_EMBEDDING_DTYPE") or None,
             prefixes=EmbeddingPrefixes(
                 query=env.get("CORE_QUERY_PREFIX", "query: "),
@@ -114,4 +144,5 @@ class EngineConfig:
                 f"{', '.join(cls.__dataclass_fields__)} (ready engine objects go to "
                 "InProcessBackend(chat_engine_instance=..., embedding_engine_instance=...))"
             )
-        return replace(config, **{k: v for k, v in overrides.items() if v is not None})
+        values.update({k: v for k, v in overrides.items() if v is not None})
+        return cls(**values)

@@ -23,7 +23,11 @@ from backend.backends.remote_engine.settings import EngineSettings, engine_root_
 from backend.backends.remote_engine.tokenizers import resolve_window_tokenizer
 from backend.chat.responses import PreparedAnswer
 from backend.embeddings.service import EmbeddingService
-from backend.groundedness.calibration import CALIBRATIONS, JudgeCalibration, calibration_for
+from backend.groundedness.calibration import (
+    JudgeCalibration,
+    calibration_for,
+    own_thresholds,
+)
 from backend.groundedness.service import GroundednessService, JudgeReader
 from backend.protocol.catalogue import ModelCard
 from backend.protocol.errors import ServiceUnavailableError
@@ -50,18 +54,11 @@ def engine_calibration(settings: EngineSettings, model: str) -> JudgeCalibration
             "llama.cpp",
             settings.grounded_at,
             settings.not_grounded_below,
+            reads_hidden_states=False,  # an engine behind an API returns logprobs only
         )
     if settings.grounded_at is None and settings.not_grounded_below is None:
         return None
-    grounded_at = settings.grounded_at
-    if grounded_at is None:
-        grounded_at = settings.not_grounded_below
-    not_grounded_below = settings.not_grounded_below
-    if not_grounded_below is None:
-        not_grounded_below = grounded_at
-    # A model of unknown strength: the questions of the strongest calibration.
-    questions = CALIBRATIONS[("default", "llama.cpp")].questions
-    return JudgeCalibration(grounded_at, not_grounded_below, questions)  # type: ignore[arg-type]
+    return own_thresholds(settings.grounded_at, settings.not_grounded_below)
 
 
 class EngineBackend(ServicesBackend):
