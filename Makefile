@@ -19,7 +19,7 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 LLAMA_CPP_CMAKE_ARGS ?= -DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)'
 
-.PHONY: install install-default-model test notebooks serve lint clean eval bench
+.PHONY: install install-default-model test notebooks serve lint clean eval bench train-judge
 
 # The default chat model, unless CORE_MODEL_PROFILE=small asks for the small one only.
 MODEL_DEPS := $(if $(filter small,$(CORE_MODEL_PROFILE)),,install-default-model)
@@ -70,6 +70,16 @@ serve: install $(MODEL_DEPS)
 		else echo "API keys: from CORE_API_KEYS"; fi
 	$(VENV)/bin/core-textmodels serve --host $(HOST) --port $(PORT) \
 		$(if $(CORE_API_KEYS),,--api-key-file $(KEY_FILE))
+
+# Rebuilds the groundedness judge's learned reading (backend/groundedness/readers) from
+# ../shared/data/nli: collects the judge's readings of the training and measured sets
+# (resumable; about two hours for the default profile on 2 cores, in benchmarks/judge/.features),
+# fits the weights, then prints the measured figures. PROFILE=default or PROFILE=small.
+train-judge: install $(if $(filter default,$(PROFILE)),install-default-model)
+	for profile in $(PROFILE); do \
+		$(PY) -m benchmarks.judge.collect --profile $$profile && \
+		$(PY) -m benchmarks.judge.train --profile $$profile && \
+		$(PY) -m benchmarks.judge.evaluate --profile $$profile || exit 1; done
 
 # Quality report (benchmarks/eval): groundedness, tool calls and retrieval, one table and one
 # benchmarks/eval/results-<profile>.json per profile. PROFILE=default or PROFILE=small for one.

@@ -265,6 +265,17 @@ TRAINING: dict[str, Callable[[], list[Case]]] = {
     "begin-v1": lambda: _balanced(begin_v1(), 150, SEED),
 }
 
+#: Where each training set comes from and under which licence (its folder's SOURCE.md), carried
+#: into the record beside the shipped parameters.
+LICENCES = {
+    "mnli": "DocNLI binary-MNLI dev (BSD-3 repo; MNLI mostly OANC, free use)",
+    "kornli-test": "KorNLI XNLI test, Korean (CC BY-SA 4.0)",
+    "jsick": "JSICK train, Japanese (CC BY-SA 4.0)",
+    "fever": "DocNLI binary-FEVER-NLI dev (BSD-3 repo; FEVER/Wikipedia CC BY-SA 3.0)",
+    "janli": "JaNLI train, Japanese (CC BY-SA 4.0)",
+    "begin-v1": "BEGIN v1 dev, Wizard of Wikipedia (CC BY 4.0)",
+}
+
 #: The measured sets, never trained on. The order is the collection's.
 MEASURING: dict[str, Callable[[], list[Case]]] = {
     "v2-test": lambda: project_set("groundedness_v2.jsonl", "test"),

@@ -21,16 +21,40 @@ import numpy as np
 
 from backend.groundedness.learned import LearnedReading, parameters_path
 from benchmarks.judge.collect import decode, load
-from benchmarks.judge.datasets import SEED, TRAINING
+from benchmarks.judge.datasets import LICENCES, SEED, TRAINING
 
 #: The regularisation strengths tried (sklearn's C: smaller is stronger).
-C_GRID = (0.003, 0.01, 0.03, 0.1, 0.3)
+C_GRID = (0.0003, 0.001, 0.003, 0.01, 0.03)
 FOLDS = 5
+#: Training examples whose label a careful reader could argue (BEGIN's generic responses).
+AMBIGUOUS_CATEGORIES = ("generic",)
+#: A notSure band is kept only if it holds at most this share of clear pairs...
+MAX_NOT_SURE_CLEAR = 0.05
+#: ...and at least this many times that share of the ambiguous ones (issue 32).
+NOT_SURE_AMBIGUOUS_RATIO = 3.0
 
 
 def _logit(p: float) -> float:
     p = min(max(p, 1e-6), 1 - 1e-6)
     return math.log(p / (1 - p))
+
+
+def not_sure_band(
+    supports: np.ndarray, ambiguous: np.ndarray, threshold: float
+) -> tuple[float, float] | None:
+    """The widest band of supports around ``threshold`` whose notSure verdicts hold at most
+    ``MAX_NOT_SURE_CLEAR`` of the clear examples and at least ``NOT_SURE_AMBIGUOUS_RATIO``
+    times that share of the ambiguous ones; None where no band qualifies."""
+    if not ambiguous.any():
+        return None
+    best = None
+    cuts = np.quantile(np.abs(supports - threshold), np.linspace(0.0, 0.2, 41)[1:])
+    for width in cuts:
+        inside = np.abs(supports - threshold) < width
+        clear, vague = inside[~ambiguous].mean(), inside[ambiguous].mean()
+        if clear <= MAX_NOT_SURE_CLEAR and vague >= NOT_SURE_AMBIGUOUS_RATIO * max(clear, 1e-9):
+            best = (float(threshold + width), float(threshold - width))
+    return best
 
 
 def examples(rows: list[dict]) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -112,6 +136,9 @@ def train(profile: str) -> dict:
     c = max(by_c, key=lambda k: by_c[k][0])
     supports = by_c[c][1]
     threshold = best_threshold(y, supports)
+    vague = {row["id"] for row in rows if row["category"] in AMBIGUOUS_CATEGORIES}
+    band = not_sure_band(supports, np.array([case in vague for case in ids]), threshold)
+    grounded_at, not_grounded_below = band or (threshold, threshold)
     p_yes_only = out_of_fold(x[:, -1:], y, fold, 1.0)
     per_source = defaultdict(list)
     for number, case in enumerate(ids):
@@ -127,13 +154,18 @@ def train(profile: str) -> dict:
         for name, idx in sorted(per_source.items())
     }
     model = _pipeline(c).fit(x, y)
-    reading_from(model).save(parameters_path(profile, "llama.cpp"))
+    reading = reading_from(model)
+    reading = LearnedReading(
+        reading.weights, reading.p_yes_weight, reading.bias, grounded_at, not_grounded_below
+    )
+    reading.save(parameters_path(profile, "llama.cpp"))
     record = {
         "what": "logistic regression over (final hidden state, logit P(yes)) at the answer "
         "position of the judge's support question",
         "profile": profile,
         "reader": "llama.cpp",
         "data": {name: len(name_rows) for name, name_rows in rows_by_set.items()},
+        "sources": LICENCES,
         "examples": int(len(y)),
         "positives": int(y.sum()),
         "seed": SEED,
@@ -141,6 +173,8 @@ def train(profile: str) -> dict:
         "C": c,
         "C_grid": {str(k): round(v[0], 4) for k, v in by_c.items()},
         "threshold_from_out_of_fold": round(threshold, 4),
+        "not_sure_band": [round(not_grounded_below, 4), round(grounded_at, 4)] if band else None,
+        "ambiguous_examples": len(vague),
         "cross_validated": {
             "all": round(balanced_accuracy(y, supports, threshold), 3),
             "by_source": figures,
