@@ -34,6 +34,7 @@ from backend.groundedness.prompts import QUESTIONS, judge_prompt
 from backend.testing.engine_servers import (
     embeddings_engine,
     llama_cpp_engine,
+    p_yes_check,
     p_yes_gaps_from_clean_caches,
 )
 from backend.testing.servers import TEST_API_KEY, running_server
@@ -77,9 +78,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         clean = p_yes_gaps_from_clean_caches(chat, conversations)
         gaps = [abs(local_reader.read(c)[0] - remote_reader.read(c)[0]) for c in conversations]
         same = 0
+        local_check, _ = p_yes_check(local)  # the reading an engine's logprobs allow
         for case in cases:
             a = remote.check_groundedness(case["context"], case["response"]).verdict
-            b = local.check_groundedness(case["context"], case["response"]).verdict
+            b = local_check(case["context"], case["response"]).verdict
             same += a == b
         body = {
             "model": chat.model,

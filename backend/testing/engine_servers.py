@@ -258,3 +258,23 @@ def embeddings_engine(
     server = uvicorn.Server(uvicorn.Config(app, host=LOOPBACK, port=0, log_level="warning"))
     with serve_in_thread(server) as url:
         yield RunningEngine(f"{url}/v1", model_id)
+
+
+def p_yes_check(backend, profile: str = "small"):
+    """The in-process backend's groundedness check as an engine behind an API reads it: P(yes)
+    and its calibration, not the learned reading (an engine's logprobs carry no hidden
+    states). Returns ``check(context, response) -> GroundednessResult`` and the calibration."""
+    from backend.groundedness.calibration import calibration_for
+    from backend.groundedness.service import GroundednessService
+    from backend.interface import GroundednessResult
+
+    reader = backend.judge_reader()
+    calibration = calibration_for(profile, reader.kind, reads_hidden_states=False)
+    service = GroundednessService(reader, calibration)
+
+    def check(context: str, response: str) -> GroundednessResult:
+        with reader.turn():
+            support = service.judge.assess(context, response).support
+        return GroundednessResult(calibration.verdict(support), support)
+
+    return check, calibration

@@ -153,7 +153,10 @@ def test_the_judge_uses_the_thresholds_calibrated_for_its_reader(profile, quanti
         embedding_engine_instance=CharCountEmbeddingEngine(),
     )
     assert service.judge_reader().kind == reader
-    assert service.judge_calibration() == calibration_for(profile, reader)
+    # The doubles expose no hidden states: the P(yes) calibration of their reader.
+    assert service.judge_calibration() == calibration_for(
+        profile, reader, reads_hidden_states=False
+    )
 
 
 def test_configured_thresholds_win_over_the_calibrated_ones():

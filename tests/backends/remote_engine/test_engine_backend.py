@@ -14,7 +14,7 @@ from backend.chat.yes_no import YesNoReader
 from backend.groundedness.prompts import QUESTIONS, judge_prompt
 from backend.protocol.catalogue import GROUNDEDNESS_MODEL, PASSAGE_MODEL, QUERY_MODEL
 from backend.protocol.errors import BadRequestError
-from backend.testing.engine_servers import p_yes_gaps_from_clean_caches
+from backend.testing.engine_servers import p_yes_check, p_yes_gaps_from_clean_caches
 from benchmarks.eval.run_eval import load_jsonl
 from tests.tools import WEATHER
 
@@ -130,12 +130,13 @@ def test_verdicts_equal_in_process(engine_backend, small_backend):
     support is clear of the thresholds by more than that; a pair whose support sits on a
     threshold may fall either side (CI saw two such ambiguous pairs, 0.015 apart, split).
     A few pairs here; ``python -m benchmarks.engine_backend`` compares 20 and more."""
-    thresholds = small_backend.judge_calibration().thresholds
+    local_check, calibration = p_yes_check(small_backend)
+    thresholds = calibration.thresholds
     cases = sorted(load_jsonl("groundedness.jsonl"), key=lambda c: len(c["context"]))[:6]
     same, clear, gaps = 0, 0, []
     for case in cases:
         remote = engine_backend.check_groundedness(case["context"], case["response"])
-        local = small_backend.check_groundedness(case["context"], case["response"])
+        local = local_check(case["context"], case["response"])
         gap = abs(remote.support - local.support)
         gaps.append(gap)
         same += remote.verdict == local.verdict
