@@ -38,6 +38,9 @@ EVAL_DIR = Path(__file__).resolve().parent
 SECTIONS = (
     "groundedness",
     "groundedness_heldout",
+    "wice_dev",
+    "kornli_dev",
+    "jnli_dev",
     "tools",
     "parallel",
     "retrieval",
@@ -50,6 +53,35 @@ GROUNDEDNESS_SETS = {
     "groundedness": ("groundedness.jsonl", None),
     "groundedness_heldout": ("groundedness_v2.jsonl", "test"),
 }
+#: Public dev sets from ../shared/data/nli, drawn as ``benchmarks.judge.datasets`` draws them
+#: (never trained on): WiCE dev as LLM-AggreFact builds its WiCE subset (only ``supported``
+#: is grounded: partially supported claims count as not grounded, their share by category),
+#: KorNLI dev and JNLI valid as binary (entailment against the rest).
+PUBLIC_SETS = {"wice_dev": "wice-dev", "kornli_dev": "kornli-dev", "jnli_dev": "jnli-valid"}
+
+
+def groundedness_cases(section: str, limit: int | None) -> list[dict[str, Any]]:
+    """The pairs of a groundedness section, in ``evaluate_groundedness``'s shape."""
+    if section in GROUNDEDNESS_SETS:
+        name, split = GROUNDEDNESS_SETS[section]
+        return [c for c in load_jsonl(name) if split in (None, c.get("split"))][:limit]
+    from benchmarks.judge.datasets import MEASURING
+
+    return [
+        {
+            "id": case.id,
+            "context": case.document,
+            "response": case.claim,
+            "label": GROUNDED if case.label else NOT_GROUNDED,
+            "clear": True,
+            "language": case.language,
+            "category": case.category,
+            "long_context": len(case.document) > 3000,
+        }
+        for case in MEASURING[PUBLIC_SETS[section]]()[:limit]
+    ]
+
+
 #: The extraction sections and their sets (the held-out set is never used to tune anything).
 EXTRACTION_SETS = {
     "extraction": "extraction.jsonl",
@@ -325,7 +357,7 @@ def format_table(results: dict[str, Any]) -> str:
                 "seconds_per_check_short",
                 "seconds_per_check_long",
             )
-            for section in GROUNDEDNESS_SETS
+            for section in (*GROUNDEDNESS_SETS, *PUBLIC_SETS)
         },
         "tools": (
             "cases",
@@ -394,13 +426,13 @@ def run(
         "date": time.strftime("%Y-%m-%d %H:%M:%S"),
     }
     try:
-        for section, (name, split) in GROUNDEDNESS_SETS.items():
+        for section in (*GROUNDEDNESS_SETS, *PUBLIC_SETS):
             if section not in sections:
                 continue
-            cases = [c for c in load_jsonl(name) if split in (None, c.get("split"))][:limit]
+            cases = groundedness_cases(section, limit)
             log(f"{section}: {len(cases)} pairs")
             results[section] = evaluate_groundedness(backend, cases)
-        if GROUNDEDNESS_SETS.keys() & set(sections):
+        if (GROUNDEDNESS_SETS.keys() | PUBLIC_SETS.keys()) & set(sections):
             calibration = backend.judge_calibration()
             results["groundedness_engine"] = backend.judge_reader().kind
             results["grounded_at"] = calibration.grounded_at
