@@ -6,6 +6,8 @@ of one sequence, or one new token of each running sequence.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 
@@ -68,6 +70,26 @@ class NativeBatch:
             self.decode([(seq, token, pos, True) for seq, token, pos, _ in entries], False)
         finally:
             self._native.llama_set_embeddings(self._ctx, False)
+
+    def score_ends(
+        self,
+        entries: list[tuple[int, int, int, bool]],
+        rows: list[int],
+        score: Callable[..., object],
+        hidden: bool,
+    ) -> list[object]:
+        """Evaluate suffixes' entries and ``score`` the logits at each suffix's last entry
+        (``rows``); with ``hidden``, ``score(logits, hidden state)``, the last entries
+        evaluated in a batch of their own that keeps hidden states."""
+        if not hidden:
+            self.decode([(*e[:3], i in rows) for i, e in enumerate(entries)], wants_logits=False)
+            return [score(self.logits(row)) for row in rows]
+        lasts = set(rows)
+        bodies = [entry for i, entry in enumerate(entries) if i not in lasts]
+        if bodies:
+            self.decode(bodies, wants_logits=False)
+        self.decode_with_hidden([entries[row] for row in rows])
+        return [score(self.logits(i), self.hidden(i)) for i in range(len(rows))]
 
     def hidden(self, row: int) -> np.ndarray:
         """The final hidden state (after the last norm, before the output layer) of the

@@ -52,8 +52,7 @@ class _Request(RunnerRequest):
     #: A scoring of several prompts that all begin with ``prompt``: what follows it in each.
     #: The prompt is evaluated once, then every suffix scored in one batched evaluation.
     suffixes: list[list[int]] | None = None
-    #: Whether each suffix is scored as ``score(logits, hidden)`` with the final hidden
-    #: state at its last token (``score_suffixes(..., hidden=True)``).
+    #: Whether each suffix is scored with its hidden state (``score_suffixes(hidden=True)``).
     hidden: bool = False
 
 
@@ -129,12 +128,10 @@ class BatchingRunner(RequestRunner):
 
         A group of one suffix shares nothing: it is scored as one prompt, evaluated as a lone
         prompt always is (its last token evaluated alone on top of the rest moves P(yes)
-        beyond what an engine with a clean cache reads, benchmarks/README.md).
-
-        With ``hidden``, each is ``score(logits, hidden)`` with the final hidden state at
-        the suffix's last token. That token is then always evaluated in a batch of the last
-        tokens alone (``NativeBatch.decode_with_hidden``), a lone prompt's too (its prefix
-        being all but its last token), so every reading is laid out the same way.
+        beyond what an engine with a clean cache reads, benchmarks/README.md). With
+        ``hidden``, each is ``score(logits, hidden state)`` at the suffix's last token,
+        always evaluated in a batch of last tokens (``NativeBatch.score_ends``), a lone
+        prompt's too (its prefix all but its last token): every reading is laid out alike.
 
         Raises:
             ValueError: a prefix is empty, a suffix empty or longer than one evaluation
@@ -148,15 +145,12 @@ class BatchingRunner(RequestRunner):
                 raise ValueError(
                     f"need a prefix and suffixes of 1 to {self._batch_tokens} tokens each"
                 )
-            whole = list(prefix) + list(suffixes[0]) if len(suffixes) == 1 else list(prefix)
-            if hidden and len(suffixes) == 1:
-                request = _Request(whole[:-1], 0, None, score, lambda: False, frozenset())
-                request.suffixes = [whole[-1:]]
-            else:
-                request = _Request(whole, 0, None, score, lambda: False, frozenset())
-                if len(suffixes) > 1:
-                    request.suffixes = [list(s) for s in suffixes]
-            request.hidden = hidden
+            whole = [*prefix, *suffixes[0]]
+            evaluate, ends = (whole[:-1], [whole[-1:]]) if hidden else (whole, None)
+            if len(suffixes) > 1:
+                evaluate, ends = list(prefix), [list(s) for s in suffixes]
+            request = _Request(evaluate, 0, None, score, lambda: False, frozenset())
+            request.suffixes, request.hidden = ends, hidden
             requests.append(request)
         scored = self._await_scorings(requests)
         return [
@@ -382,20 +376,13 @@ class BatchingRunner(RequestRunner):
             if slot.request is None:
                 return  # set aside to free the cache; it is scored again when resumed
             entries: list[tuple[int, int, int, bool]] = []
-            rows = []
+            rows: list[int] = []  # each suffix's last entry
             try:
                 for seq_id, suffix in zip(self._suffix_seqs, group, strict=False):
                     self._native.llama_memory_seq_cp(self._memory, slot.seq_id, seq_id, 0, base)
-                    last = len(suffix) - 1
-                    entries += [
-                        (seq_id, token, base + i, i == last) for i, token in enumerate(suffix)
-                    ]
+                    entries += [(seq_id, token, base + i, False) for i, token in enumerate(suffix)]
                     rows.append(len(entries) - 1)
-                if request.hidden:
-                    results += self._score_with_hidden(entries, rows, request.score)
-                else:
-                    self._batch.decode(entries, wants_logits=False)
-                    results += [request.score(self._batch.logits(row)) for row in rows]
+                results += self._batch.score_ends(entries, rows, request.score, request.hidden)
             except BaseException as error:  # noqa: BLE001 - handed to the request
                 self._finish(slot, error)
                 return
@@ -404,18 +391,6 @@ class BatchingRunner(RequestRunner):
                     self._native.llama_memory_seq_rm(self._memory, seq_id, 0, -1)
         request.results.put(results)
         self._release(slot)
-
-    def _score_with_hidden(
-        self, entries: list[tuple[int, int, int, bool]], rows: list[int], score: Callable
-    ) -> list[object]:
-        """Evaluate the suffixes' entries, their last tokens (at ``rows``) in a batch of
-        their own that keeps hidden states, and score each last token."""
-        lasts = set(rows)
-        bodies = [entry for i, entry in enumerate(entries) if i not in lasts]
-        if bodies:
-            self._batch.decode(bodies, wants_logits=False)
-        self._batch.decode_with_hidden([entries[row] for row in rows])
-        return [score(self._batch.logits(i), self._batch.hidden(i)) for i in range(len(rows))]
 
     def _finish(self, slot: Slot, error: BaseException | None = None) -> None:
         slot.request.results.put(error if error is not None else END)
