@@ -72,9 +72,9 @@ serve: install $(MODEL_DEPS)
 		$(if $(CORE_API_KEYS),,--api-key-file $(KEY_FILE))
 
 # Rebuilds the groundedness judge's learned reading (backend/groundedness/readers) from
-# ../shared/data/nli: collects the judge's readings of the training and measured sets
-# (resumable; about two hours for the default profile on 2 cores, in benchmarks/judge/.features),
-# fits the weights, then prints the measured figures. PROFILE=default or PROFILE=small.
+# ../shared/data/nli: collects the judge's readings of the training pool and two dev sets
+# (resumable; about an hour for the default profile on 2 cores, in benchmarks/judge/.features),
+# fits the weights, then prints the dev figures. PROFILE=default or PROFILE=small.
 train-judge: install $(if $(filter default,$(PROFILE)),install-default-model)
 	for profile in $(PROFILE); do \
 		$(PY) -m benchmarks.judge.collect --profile $$profile && \

@@ -97,7 +97,9 @@ def evaluate(profile: str, names: list[str]) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="default", choices=["default", "small"])
-    parser.add_argument("--sets", default=",".join(MEASURING))
+    parser.add_argument(
+        "--sets", default="kornli-dev,jnli-valid", help=f"of {', '.join(MEASURING)}"
+    )
     args = parser.parse_args()
     evaluate(args.profile, args.sets.split(","))
 
