@@ -236,21 +236,25 @@ def default_parallel() -> int:
 def runs_alone(deterministic: bool | None = None) -> bool:
     """Whether an engine runs each request alone, so that none depends on another decoded
     beside it (at the cost of batching; benchmarks/README.md): ``deterministic`` when given,
-    else ``CORE_DETERMINISTIC``, off by default.
+    else ``CORE_DETERMINISTIC``, off by default."""
+    return flag_from_env("CORE_DETERMINISTIC", deterministic)
+
+
+def flag_from_env(name: str, given: bool | None = None) -> bool:
+    """``given`` when not None, else the yes or no in environment variable ``name`` (off when
+    unset).
 
     Raises:
         ValueError: it is set to anything but a yes or a no (1/0, true/false, yes/no, on/off).
     """
-    if deterministic is not None:
-        return deterministic
-    configured = os.environ.get("CORE_DETERMINISTIC", "").strip().lower()
+    if given is not None:
+        return given
+    configured = os.environ.get(name, "").strip().lower()
     if configured in ("", "0", "false", "no", "off"):
         return False
     if configured in ("1", "true", "yes", "on"):
         return True
-    raise ValueError(
-        f"CORE_DETERMINISTIC must be 1/true/yes/on or 0/false/no/off, got {configured!r}"
-    )
+    raise ValueError(f"{name} must be 1/true/yes/on or 0/false/no/off, got {configured!r}")
 
 
 def positive_from_env(name: str) -> int | None:

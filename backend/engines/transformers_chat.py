@@ -23,14 +23,21 @@ from backend.engines.request_runner import (
     RunnerChatEngine,
     checked_prompt,
     default_parallel,
+    flag_from_env,
+    positive_from_env,
     runs_alone,
 )
 from backend.engines.sampling import TokenChooser
 from backend.engines.token_mask import ConstraintMasks, masks_available
 from backend.engines.torch_placement import load_pretrained
 from backend.engines.transformers_runner import TransformersRunner
+from backend.engines.transformers_slots import SlotRunner
 
 logger = logging.getLogger(__name__)
+
+#: Most tokens one generation holds in the slot cache (``CORE_SLOT_LENGTH``), when the model
+#: allows as many: every slot is allocated at this length up front.
+DEFAULT_SLOT_LENGTH = 4096
 
 
 def _as_ids(value: int | Sequence[int] | None) -> set[int]:
@@ -51,6 +58,11 @@ class TransformersChatEngine(RunnerChatEngine):
             the llama.cpp engine); more wait for a place.
         deterministic: decode one request at a time (default ``CORE_DETERMINISTIC``): a
             generation alone runs unpadded, so its tokens do not depend on what else runs.
+        cuda_graphs: decode over a static slot cache with waiting prompts prefilled together,
+            the decode step captured as CUDA graphs on a GPU (``SlotRunner``; default
+            ``CORE_CUDA_GRAPHS``, off until measured on a GPU). On a CPU the same runner runs
+            eagerly. Each generation then holds at most ``CORE_SLOT_LENGTH`` tokens (default
+            ``DEFAULT_SLOT_LENGTH``), the engine's context length.
     """
 
     supports_constraints = masks_available()
@@ -62,6 +74,7 @@ class TransformersChatEngine(RunnerChatEngine):
         dtype: str | None = None,
         parallel: int | None = None,
         deterministic: bool | None = None,
+        cuda_graphs: bool | None = None,
     ) -> None:
         self.tokenizer, self.model, self.device = load_pretrained(
             AutoModelForCausalLM, model_path, device, dtype
@@ -80,7 +93,14 @@ class TransformersChatEngine(RunnerChatEngine):
         parallel = parallel or default_parallel()
         if runs_alone(deterministic):
             parallel = 1
-        self._runner = TransformersRunner(self.model, self.device, slots=parallel)
+        if flag_from_env("CORE_CUDA_GRAPHS", cuda_graphs):
+            length = positive_from_env("CORE_SLOT_LENGTH") or DEFAULT_SLOT_LENGTH
+            self.context_length = min(self.context_length, length)
+            self._runner = SlotRunner(
+                self.model, self.device, parallel, self.context_length, graphs=True
+            )
+        else:
+            self._runner = TransformersRunner(self.model, self.device, slots=parallel)
         #: Stops the runner's thread (``close``, or unclosed at collection or interpreter exit,
         #: where a forward pass still running would abort the process:
         #: ``backend.engines.lifetime``).

