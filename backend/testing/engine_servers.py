@@ -143,7 +143,9 @@ def p_yes_gaps_from_clean_caches(
     engine: RunningEngine, conversations: list[list[dict[str, str]]], profile: str = "small"
 ) -> list[float]:
     """|P(yes) in-process - P(yes) from ``engine``| for each conversation, each read with
-    nothing cached on either side: a fresh in-process engine, the server's prompt forgotten.
+    nothing else cached on either side: on one in-process engine, each read alone (a lone
+    request reads what a fresh engine reads: ``SlotCache.lay_out_alone``), the server's
+    prompt forgotten before each.
 
     Both readers' figures depend a little on what their caches hold; with nothing cached they
     evaluate the same prompt the same way, so what is left is the reading itself.
@@ -160,14 +162,15 @@ def p_yes_gaps_from_clean_caches(
     api = EngineAPI(engine.url, None, 600.0, 0)
     remote = EngineYesNoReading(api, engine.model, embedded_chat_tokenizer(profile))
     gaps = []
-    for conversation in conversations:
-        local_engine = load_chat_engine(PROFILE_CHAT_MODELS[profile], "llama.cpp")
-        try:
-            p_local = YesNoReader(local_engine).read(conversation)[0]
-        finally:
-            local_engine.close()
-        forget_cached_prompt(engine)
-        gaps.append(abs(p_local - remote.read(conversation)[0]))
+    local_engine = load_chat_engine(PROFILE_CHAT_MODELS[profile], "llama.cpp")
+    try:
+        local = YesNoReader(local_engine)
+        for conversation in conversations:
+            p_local = local.read(conversation)[0]
+            forget_cached_prompt(engine)
+            gaps.append(abs(p_local - remote.read(conversation)[0]))
+    finally:
+        local_engine.close()
     return gaps
 
 

@@ -185,15 +185,18 @@ def _shortest_eval_pairs(count: int) -> list[dict]:
 
 @pytest.mark.model
 def test_groundedness_verdicts_equal_the_in_process_verdicts(small_backend):
-    pairs = _shortest_eval_pairs(20)
+    pairs = _shortest_eval_pairs(8)
     rows = [*pairs, {"id": "empty", "context": "Some context.", "response": ""}]
     dataset = check_groundedness_dataset(ray.data.from_items(rows), profile="small", **ONE_ACTOR)
     out = _rows_by_id(dataset)
 
+    verdicts = set()
     for pair in pairs:
         expected = small_backend.check_groundedness(pair["context"], pair["response"])
         row = out[pair["id"]]
         assert (row["verdict"], row["error"]) == (expected.verdict, None), pair["id"]
         assert 0.0 <= row["support"] <= 1.0
+        verdicts.add(expected.verdict)
+    assert {"grounded", "notGrounded"} <= verdicts  # both kinds of pair were checked
     assert out["empty"]["error"] == "column 'response' must hold a non-empty string, not ''"
     assert out["empty"]["verdict"] is None and out["empty"]["support"] is None

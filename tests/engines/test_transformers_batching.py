@@ -48,7 +48,7 @@ def test_a_client_going_away_leaves_the_batch_at_the_next_step(engine, leaving):
     """Three long streams; one goes away after two tokens: from the step after the one then
     running, the batch holds the two others, which go on to their end."""
     runner = engine._runner
-    params = SamplingParams(max_new_tokens=40)
+    params = SamplingParams(max_new_tokens=20)
     prompt = _chat_ids(engine, "Count from 1 to 100, one number per line.")
     others_started = threading.Barrier(3)
 
@@ -70,7 +70,7 @@ def test_a_client_going_away_leaves_the_batch_at_the_next_step(engine, leaving):
         else:
             gone.set()
         left_at = runner.decode_steps
-        assert [future.result() for future in others] == [40, 40]
+        assert [future.result() for future in others] == [20, 20]
     assert len(read) == 2
     steps = {step: size for step, size in runner.recent_decode_batches if step > started_at}
     assert max(size for step, size in steps.items() if step <= left_at) == 3
