@@ -24,6 +24,7 @@ their own prompt tree. Greedy tokens equal the default runner's in float32 (test
 from __future__ import annotations
 
 import logging
+import time
 
 import torch
 
@@ -34,6 +35,12 @@ from backend.engines.transformers_runner import TransformersRunner, _Request
 #: Most prompt tokens one prefill pass evaluates (a longer prompt goes alone): 64 chat
 #: prompts of a short question each (35 tokens with the template) fit in one pass.
 PREFILL_STEP_TOKENS = 4096
+#: When nothing runs, how long the runner waits for the waiting queue to stop growing before
+#: a prefill (seconds of quiet, and the most it waits in all): a burst of requests from many
+#: threads arrives over a few milliseconds (Python hands the interpreter between threads every
+#: 5 ms), and prefilling its first arrival alone would make the rest wait for that pass.
+ARRIVAL_QUIET_S = 0.01
+ARRIVAL_WAIT_S = 0.05
 #: Batch sizes whose decode step is captured as a CUDA graph; a batch pads up to the next.
 CAPTURED_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
 
@@ -84,6 +91,8 @@ class SlotRunner(TransformersRunner):
         taken: list[_Request] = []
         tokens = 0
         with self._wake:
+            if not self._busy() and any(r.score is None for r in self._waiting):
+                self._let_a_burst_arrive()
             for request in list(self._waiting):
                 if len(taken) >= free:
                     break
@@ -98,6 +107,19 @@ class SlotRunner(TransformersRunner):
                 taken.append(request)
                 tokens += len(request.prompt)
         return taken
+
+    def _let_a_burst_arrive(self) -> None:
+        """Wait (holding ``_wake``) until no request has arrived for ``ARRIVAL_QUIET_S``, at
+        most ``ARRIVAL_WAIT_S`` in all."""
+        deadline = time.monotonic() + ARRIVAL_WAIT_S
+        while not self._closed:
+            arrived = len(self._waiting)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._wake.wait(min(ARRIVAL_QUIET_S, left))
+            if len(self._waiting) == arrived:
+                return
 
     def _fail_everything(self, error: BaseException) -> None:
         running = [request for request in self._slot_of if request is not None]
