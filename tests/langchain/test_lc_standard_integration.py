@@ -92,24 +92,10 @@ class TestChatCoreInProcess(_InProcess, _ChatSuite):
 
 class TestChatCoreOverHTTP(_OverHTTP, _ChatSuite):
     """Over HTTP the structured-output tests run for one schema type, and those for pydantic
-    v1 and optional fields in-process only: turning a pydantic model, a TypedDict or a JSON
-    Schema into the request's tools or ``response_format`` is the adapter's work, done before
-    any transport, and parsing the answer likewise after it; each method's schema still
-    crosses the wire here, invoked, streamed and asynchronously."""
-
-    @pytest.mark.parametrize("schema_type", ["pydantic"])
-    def test_structured_output(self, model: BaseChatModel, schema_type: str) -> None:
-        super().test_structured_output(model, schema_type)
-
-    @pytest.mark.parametrize("schema_type", ["pydantic"])
-    async def test_structured_output_async(self, model: BaseChatModel, schema_type: str) -> None:
-        await super().test_structured_output_async(model, schema_type)
-
-    def test_structured_output_pydantic_2_v1(self, model: BaseChatModel) -> None:
-        pytest.skip("the adapter's conversion of a pydantic v1 model: run in-process")
-
-    def test_structured_output_optional_param(self, model: BaseChatModel) -> None:
-        pytest.skip("the adapter's conversion of an optional field: run in-process")
+    v1 and optional fields in-process only (``conftest.in_process_only``): turning a pydantic
+    model, a TypedDict or a JSON Schema into the request's tools or ``response_format`` is
+    the adapter's work, done before any transport, and parsing the answer likewise after it;
+    each method's schema still crosses the wire here, invoked, streamed and asynchronously."""
 
 
 class _EmbeddingsSuite(EmbeddingsIntegrationTests):
