@@ -15,7 +15,8 @@ that (benchmarks/README.md, "Same request, same answer"). Where a prompt's cells
 therefore never left to the engine's history: a request admitted while nothing runs (a
 lone request, the first of a burst) starts from a cache laid out as a fresh engine's,
 holding only the prefix it reuses, at cells 0 onwards (``_lay_out_alone``), so it reads
-exactly what a fresh engine reads. Only whole aligned chunks that a lone request computed
+exactly what a fresh engine reads; the fresh prefixes the cache held are set aside for later
+lone requests (``llamacpp_slots``). Only whole aligned chunks that a lone request computed
 are reused so (``Slot.fresh``). Requests admitted while others run share the cache with
 them and read what their batch and their cells give, as in every batching server; with
 ``one_at_a_time`` every request runs alone, so none depends on another (``CORE_DETERMINISTIC``).
@@ -225,31 +226,27 @@ class BatchingRunner(RequestRunner):
             if self._cache.cells_in_use(exclude=free) + needed > self._kv_cells and running:
                 return  # waits for a running request to finish (its cells to free)
             self._waiting.popleft()
-        tokens = request.evaluate
-        # Each slot's reusable prefix, worked out once (truncating the chosen slot to its own
-        # prefix below changes none of them).
-        reusable = {s.seq_id: reusable_prefix(s, tokens, alone=not running) for s in self._slots}
-        if not running:
-            donor = max(self._slots, key=lambda s: (reusable[s.seq_id], -s.last_used))
-            slot = self._lay_out_alone(donor, tokens[: reusable[donor.seq_id]])
+        if running:
+            slot = self._admit_beside(free, request.evaluate, needed)
         else:
-            slot = self._admit_beside(free, tokens, reusable, needed)
+            slot = self._lay_out_alone(request.evaluate)
         slot.request = request
         slot.last_used = request.order
 
-    def _lay_out_alone(self, donor: Slot, kept: list[int]) -> Slot:
-        """Lay the cache out as a fresh engine's holding only ``kept`` (the new request's
-        prefix that ``donor`` holds), for a request that runs alone in ``donor``'s slot."""
-        self._cache.lay_out_alone(donor, kept)
+    def _lay_out_alone(self, tokens: list[int]) -> Slot:
+        """A slot for a request that runs alone, in a cache laid out as a fresh engine's that
+        holds only the prefix of ``tokens`` the slots or the set-aside prefixes had."""
+        slot = self._cache.lay_out_alone(tokens)
         self.fresh_layouts += 1
-        self._alone = donor
-        return donor
+        self._alone = slot
+        return slot
 
-    def _admit_beside(
-        self, free: list[Slot], tokens: list[int], reusable: dict[int, int], needed: int
-    ) -> Slot:
+    def _admit_beside(self, free: list[Slot], tokens: list[int], needed: int) -> Slot:
         """A slot for a request admitted while others run, sharing what the cache holds."""
         self._alone = None  # the running request no longer has the cache to itself
+        # Each slot's reusable prefix, worked out once (truncating the chosen slot to its own
+        # prefix below changes none of them).
+        reusable = {s.seq_id: reusable_prefix(s, tokens) for s in self._slots}
         slot = max(free, key=lambda s: (reusable[s.seq_id], -s.last_used))
         keep = reusable[slot.seq_id]
         self._cache.truncate(slot, keep)

@@ -6,11 +6,19 @@ Every slot is a llama.cpp sequence in one unified KV cache. Sequences can share 
 (``llama_memory_seq_cp`` only marks them), so a prompt another slot holds is reused without
 copying. Where a prompt's cells lie changes what it reads (``llamacpp_runner``), so a request
 that runs alone gets the layout of a fresh engine: ``SlotCache.lay_out_alone``.
+
+Laying the cache out anew empties it, so the fresh prefixes the slots held (a tools prompt, a
+system prompt, a document under check) are first set aside in host memory, their cells
+copied out (``llama_state_seq_get_data``), the least recently used dropped beyond
+``SET_ASIDE_BYTES``. A lone request that starts with one gets it back at cells 0 onwards,
+bit for bit what it was, as if it had stayed: an agent's tools prompt survives the lone
+request that checks whether to call a tool.
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,6 +27,10 @@ from typing import Any
 #: small enough that a shared prefix is reused to within this many tokens, large enough to
 #: keep prompt evaluation near full speed (benchmarks/README.md).
 PREFILL_CHUNK = 128
+
+#: Host memory for fresh prefixes set aside when the cache is laid out anew: about 9,000
+#: tokens of the default chat model (28 KB of keys and values a token), 20,000 of the small.
+SET_ASIDE_BYTES = 256 * 2**20
 
 
 @dataclass(eq=False)
@@ -40,10 +52,14 @@ def reusable_prefix(slot: Slot, tokens: list[int], alone: bool = False) -> int:
     """Whole aligned chunks of ``slot``'s cache that ``tokens`` starts with, leaving at least
     the last token to evaluate (its logits choose the next token); for a request that will
     run alone, only chunks a fresh engine would have computed the same."""
-    shared = 0
     usable = min(slot.reusable, slot.fresh) if alone else slot.reusable
-    for cached, token in zip(slot.cached[:usable], tokens, strict=False):
-        if cached != token:
+    return _whole_chunks_shared(slot.cached[:usable], tokens)
+
+
+def _whole_chunks_shared(cached: Sequence[int], tokens: list[int]) -> int:
+    shared = 0
+    for cached_token, token in zip(cached, tokens, strict=False):
+        if cached_token != token:
             break
         shared += 1
     return min(shared, len(tokens) - 1) // PREFILL_CHUNK * PREFILL_CHUNK
@@ -56,13 +72,18 @@ class SlotCache:
         native: the llama.cpp API (the ``llama_cpp`` module; tests pass a stand-in).
         ctx: the llama.cpp context.
         slots: how many sequences (slots) there are; their ids are 0 to ``slots - 1``.
+        set_aside_bytes: host memory for fresh prefixes set aside (``SET_ASIDE_BYTES``).
     """
 
-    def __init__(self, native, ctx, slots: int) -> None:
+    def __init__(self, native, ctx, slots: int, set_aside_bytes: int = SET_ASIDE_BYTES) -> None:
         self._native = native
         self._ctx = ctx
         self._memory = native.llama_get_memory(ctx)
         self.slots = [Slot(seq_id) for seq_id in range(slots)]
+        self._set_aside_bytes = set_aside_bytes
+        #: Fresh prefixes set aside (their tokens) and their cells' contents, least recently
+        #: used first.
+        self.set_aside: OrderedDict[tuple[int, ...], ctypes.Array] = OrderedDict()
 
     def cells_in_use(self, exclude: Sequence[Slot] = ()) -> int:
         return sum(len(slot.cached) for slot in self.slots if slot not in exclude)
@@ -83,29 +104,67 @@ class SlotCache:
         slot.cached, slot.reusable = list(donor.cached[:count]), count
         slot.fresh = min(count, donor.fresh)
 
-    def lay_out_alone(self, donor: Slot, kept: list[int]) -> None:
-        """Empty the cache but for ``kept``, the prefix ``donor`` holds (fresh, whole chunks),
-        and put that back at cells 0 onwards, as a fresh engine that had evaluated just that
-        prefix holds it: llama.cpp fills an emptied cache from its first cell.
+    def lay_out_alone(self, tokens: list[int]) -> Slot:
+        """Lay the cache out as a fresh engine's that had evaluated only the longest prefix of
+        ``tokens`` found fresh in a slot or set aside (whole chunks), and return the slot
+        holding it (cells 0 onwards), for a request that runs alone: llama.cpp fills an
+        emptied cache from its first cell. The slots' fresh prefixes are set aside first.
 
         Raises:
-            RuntimeError: llama.cpp could not put the prefix back.
+            RuntimeError: llama.cpp could not put a prefix back.
         """
-        keep = len(kept)
-        saved = None
-        if keep:
-            self.truncate(donor, keep)
-            size = self._native.llama_state_seq_get_size(self._ctx, donor.seq_id)
-            saved = (ctypes.c_uint8 * size)()
-            self._native.llama_state_seq_get_data(self._ctx, saved, size, donor.seq_id)
+        for slot in sorted(self.slots, key=lambda s: s.last_used):
+            self._set_aside(slot)
         self._native.llama_memory_clear(self._memory, False)
         for slot in self.slots:
             del slot.cached[:]
             slot.reusable = slot.fresh = 0
-        if saved is not None:
-            if not self._native.llama_state_seq_set_data(
-                self._ctx, saved, len(saved), donor.seq_id
-            ):
-                raise RuntimeError("llama.cpp could not put a cached prefix back")
-            donor.cached = list(kept)
-            donor.reusable = donor.fresh = keep
+        # The slot used longest ago (a fresh engine's first request takes the first).
+        slot = min(self.slots, key=lambda s: s.last_used)
+        # The longest shared, the most recently used among equals.
+        found = max(
+            reversed(self.set_aside),
+            key=lambda prefix: _whole_chunks_shared(prefix, tokens),
+            default=None,
+        )
+        keep = _whole_chunks_shared(found, tokens) if found is not None else 0
+        if keep:
+            self.set_aside.move_to_end(found)
+            self._put_back(slot, found, self.set_aside[found])
+            if keep < len(found):  # lay out just the shared part: copy it out and back
+                self.truncate(slot, keep)
+                cells = self._cells_of(slot.seq_id)
+                self._native.llama_memory_clear(self._memory, False)
+                self._put_back(slot, found[:keep], cells)
+        while sum(len(c) for c in self.set_aside.values()) > self._set_aside_bytes:
+            if len(self.set_aside) == 1:
+                break
+            self.set_aside.popitem(last=False)
+        return slot
+
+    def _set_aside(self, slot: Slot) -> None:
+        fresh = min(slot.reusable, slot.fresh)
+        if not fresh:
+            return
+        prefix = tuple(slot.cached[:fresh])
+        for kept in self.set_aside:
+            if len(kept) >= fresh and kept[:fresh] == prefix:  # already set aside, or more
+                self.set_aside.move_to_end(kept)
+                return
+        self.truncate(slot, fresh)
+        self.set_aside[prefix] = self._cells_of(slot.seq_id)
+        # A shorter prefix of this one is no longer needed: this one is laid out in its place.
+        for shorter in [p for p in self.set_aside if len(p) < fresh and prefix[: len(p)] == p]:
+            del self.set_aside[shorter]
+
+    def _cells_of(self, seq_id: int) -> ctypes.Array:
+        size = self._native.llama_state_seq_get_size(self._ctx, seq_id)
+        cells = (ctypes.c_uint8 * size)()
+        self._native.llama_state_seq_get_data(self._ctx, cells, size, seq_id)
+        return cells
+
+    def _put_back(self, slot: Slot, prefix: Sequence[int], cells: ctypes.Array) -> None:
+        if not self._native.llama_state_seq_set_data(self._ctx, cells, len(cells), slot.seq_id):
+            raise RuntimeError("llama.cpp could not put a cached prefix back")
+        slot.cached = list(prefix)
+        slot.reusable = slot.fresh = len(prefix)

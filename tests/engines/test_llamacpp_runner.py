@@ -19,6 +19,7 @@ import pytest
 
 from backend.engines.llamacpp_batch import NativeDecodeError
 from backend.engines.llamacpp_runner import MAX_UNREAD, PREFILL_CHUNK, BatchingRunner
+from backend.engines.llamacpp_slots import SlotCache
 
 VOCAB = 97
 END = 0
@@ -264,11 +265,55 @@ def test_a_request_arriving_alone_finds_only_its_own_prefix_in_the_cache(make_ru
     assert native.batch_sizes[0] == len(second) - PREFILL_CHUNK
     assert [len(kv) for kv in native.kv.values() if kv] == [len(second) + 2]
     assert runner.fresh_layouts == 3 and native.clears == 3
-    # A lone request keeps only what it reuses: a prefix another request had is gone.
-    generate(runner, [8] * 30, 3)
+
+
+def test_a_fresh_prefix_emptied_by_a_lone_request_is_set_aside_and_put_back(make_runner):
+    """An agent's tools prompt, then a lone request that shares none of it (the check whether
+    to call a tool), then the tools prompt again: it comes back from where it was set aside,
+    at cells 0 onwards, and only the new part is evaluated."""
+    runner, native = make_runner(slots=3)
+    tools = [5] * (2 * PREFILL_CHUNK + 20)
+    generate(runner, tools + [1], 3)
+    generate(runner, [8] * 30, 3)  # the cache now holds only this request
+    assert [len(kv) for kv in native.kv.values() if kv] == [30 + 2]
     native.batch_sizes.clear()
-    generate(runner, shared + [3], 1)
-    assert native.batch_sizes[0] == PREFILL_CHUNK
+    again = tools + [3]
+    assert generate(runner, again, 3) == expected_answer(again, 3)
+    assert native.batch_sizes[0] == len(again) - 2 * PREFILL_CHUNK
+    assert [len(kv) for kv in native.kv.values() if kv] == [len(again) + 2]
+    # Sharing one chunk of a longer prefix set aside: that chunk alone is laid out.
+    generate(runner, [9] * 10, 1)
+    native.batch_sizes.clear()
+    other = [5] * PREFILL_CHUNK + [6] * 40
+    assert generate(runner, other, 2) == expected_answer(other, 2)
+    assert native.batch_sizes[0] == 40
+    assert [len(kv) for kv in native.kv.values() if kv] == [len(other) + 1]
+
+
+def test_set_aside_prefixes_are_bounded_least_recently_used_first():
+    native = FakeLlamaCpp(4096)
+    cache = SlotCache(native, "ctx", slots=1)
+    slot = cache.slots[0]
+
+    def evaluated_alone(tokens: list[int]) -> None:
+        slot = cache.lay_out_alone(tokens)
+        start = len(slot.cached)
+        native.kv.setdefault(slot.seq_id, []).extend(
+            (p, t) for p, t in enumerate(tokens) if p >= start
+        )
+        slot.cached = list(tokens)
+        slot.reusable = slot.fresh = len(tokens) // PREFILL_CHUNK * PREFILL_CHUNK
+
+    prefixes = [[k] * PREFILL_CHUNK for k in (1, 2, 3)]
+    for prefix in prefixes:
+        evaluated_alone([*prefix, 0])
+    evaluated_alone([4])
+    assert list(cache.set_aside) == [tuple(p) for p in prefixes]
+    one = len(cache.set_aside[tuple(prefixes[0])])
+    cache._set_aside_bytes = 2 * one  # room for two: the least recently used goes
+    evaluated_alone([*prefixes[0], 7])  # puts the first back: now the most recently used
+    assert list(cache.set_aside) == [tuple(prefixes[2]), tuple(prefixes[0])]
+    assert slot.cached[:PREFILL_CHUNK] == prefixes[0]
 
 
 def test_a_prefix_computed_beside_another_request_is_not_reused_alone(make_runner):
