@@ -8,6 +8,7 @@ then the real small model, sampled at temperature 1.0, is asked for a string tha
 
 from __future__ import annotations
 
+import functools
 import json
 
 import numpy as np
@@ -121,6 +122,16 @@ def tokenizer():
     return AutoTokenizer.from_pretrained(str(convert_tokenizer(SMALL)))
 
 
+@functools.cache
+def _masks(tokenizer):
+    """The tokenizer's constraint compiler, built once as an engine builds it (compiling a
+    schema with a long maxLength takes seconds; the compiler keeps what it compiled)."""
+    from backend.engines.token_mask import ConstraintMasks
+
+    eos = {tokenizer.convert_tokens_to_ids("<|im_end|>")}
+    return ConstraintMasks(tokenizer, len(tokenizer), eos)
+
+
 def _decode_greedily(
     tokenizer, schema: dict, favourite: str | list[str], limit: int, cycle: bool = False
 ) -> tuple[str, bool]:
@@ -132,12 +143,10 @@ def _decode_greedily(
 
     from backend.engines.base import SamplingParams
     from backend.engines.sampling import choose_token
-    from backend.engines.token_mask import ConstraintMasks
 
     eos = {tokenizer.convert_tokens_to_ids("<|im_end|>")}
     vocab_size = len(tokenizer)
-    masks = ConstraintMasks(tokenizer, vocab_size, eos)
-    mask = masks.start(JSONSchemaConstraint(json.dumps(schema)))
+    mask = _masks(tokenizer).start(JSONSchemaConstraint(json.dumps(schema)))
     favourites = favourite if isinstance(favourite, list) else [favourite]
     liked = [tokenizer.encode(f, add_special_tokens=False)[0] for f in favourites]
     draw = random.Random(0)
