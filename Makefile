@@ -19,7 +19,7 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 LLAMA_CPP_CMAKE_ARGS ?= -DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)'
 
-.PHONY: install install-default-model test notebooks serve lint clean eval bench train-judge
+.PHONY: install install-default-model test notebooks serve lint clean eval bench bench-gpu train-judge
 
 # The default chat model, unless CORE_MODEL_PROFILE=small asks for the small one only.
 MODEL_DEPS := $(if $(filter small,$(CORE_MODEL_PROFILE)),,install-default-model)
@@ -48,6 +48,13 @@ $(VENV)/.installed-bench: constraints.txt | install
 BENCH_ARGS ?=
 bench: install install-default-model $(VENV)/.installed-bench
 	$(PY) -m benchmarks.run $(BENCH_ARGS)
+
+# Chat on a GPU against transformers' generate, eager and compiled, on the default profile's
+# architecture with random weights (no weights needed; benchmarks/gpu.py); writes
+# benchmarks/results-gpu.json. GPU_BENCH_ARGS=--tiny: a dry run on a CPU.
+GPU_BENCH_ARGS ?=
+bench-gpu: install install-default-model
+	$(PY) -m benchmarks.gpu $(GPU_BENCH_ARGS)
 
 # The test suite, then the notebooks.
 test: install $(MODEL_DEPS)
