@@ -5,6 +5,13 @@ are drawn: whether a reply holds another tool call, whether an object gets anoth
 Drawn at temperature 0.7, the 0.5B model's agent-loop reply held two or three calls of the
 one call it most likely makes, and a JSON-mode answer an extra member, a few times in a
 hundred (benchmarks/README.md); its most likely structure is what a caller relies on.
+
+A constrained answer's drawn values also keep out of loops: a token that would extend a run
+of tokens the answer has already written is drawn less the longer that run (the DRY
+penalty, ``repetition_penalties``). Sampled at 0.7, the small model sometimes wrote a JSON
+string over and over ("He's a cat! He's a cat! ...") and then members that were not asked
+for: 2 JSON-mode answers in 100, none with the penalty (benchmarks/README.md, "Loops in
+sampled answers"). Free text is left as drawn: tables, code and refrains repeat by design.
 """
 
 from __future__ import annotations
@@ -21,23 +28,59 @@ if TYPE_CHECKING:
     from backend.engines.token_mask import TokenMask
 
 
+#: The DRY penalty (llama.cpp's ``dry_multiplier``, ``dry_base``, ``dry_allowed_length``, at
+#: the values its authors suggest): a token that would make a run of ``n`` tokens already
+#: written (``n >= REPEAT_ALLOWED``) happen again loses ``REPEAT_PENALTY * REPEAT_BASE **
+#: (n - REPEAT_ALLOWED)`` from its logit; runs are looked for in the last ``REPEAT_WINDOW``
+#: tokens of the answer (never in the prompt: copying from it is what answers do).
+REPEAT_PENALTY = 0.8
+REPEAT_BASE = 1.75
+REPEAT_ALLOWED = 2
+REPEAT_WINDOW = 512
+
+
+def repetition_penalties(history: list[int]) -> dict[int, float]:
+    """What each token that would repeat a run of the answer's tokens loses from its logit:
+    for every earlier place where the answer's last tokens were written, the token that
+    followed them there, by the length of the longest such run."""
+    tokens = history[-REPEAT_WINDOW:]
+    n = len(tokens)
+    longest: dict[int, int] = {}
+    for end in range(n - 1):
+        if tokens[end] != tokens[-1]:
+            continue
+        length = 1
+        while length <= end and tokens[end - length] == tokens[n - 1 - length]:
+            length += 1
+        following = tokens[end + 1]
+        longest[following] = max(length, longest.get(following, 0))
+    return {
+        token: REPEAT_PENALTY * REPEAT_BASE ** min(length - REPEAT_ALLOWED, 30)
+        for token, length in longest.items()
+        if length >= REPEAT_ALLOWED
+    }
+
+
 def choose_token(
     logits: torch.Tensor,
     params: SamplingParams,
     mask: TokenMask | None = None,
     generator: torch.Generator | None = None,
+    history: list[int] | None = None,
 ) -> int:
     """The next token: masked first when the output is constrained, then greedy or sampled.
 
     ``logits`` (1-D float32) is masked in place. With ``params.top_logprobs`` set, the token
-    is a ``ScoredToken`` scored on the masked logits, before temperature and top-p.
+    is a ``ScoredToken`` scored on the masked logits, before temperature and top-p. A
+    constrained answer's drawn values are penalised for repeating ``history``, the tokens
+    chosen so far (``repetition_penalties``).
     """
     if mask is not None:
         mask.apply(logits)
     if params.greedy:
         token = int(torch.argmax(logits))
     elif mask is not None:
-        token = _sample_values(logits, params, mask, generator)
+        token = _sample_values(logits, params, mask, generator, history or [])
     else:
         token = sample_token(logits, params.temperature, params.top_p, generator)
     if mask is not None:
@@ -57,13 +100,17 @@ def _sample_values(
     params: SamplingParams,
     mask: TokenMask,
     generator: torch.Generator | None,
+    history: list[int],
 ) -> int:
     """A token of a constrained answer: the most likely one where it lays out structure
-    (``TokenMask.writes_structure``), else one drawn among the tokens that write values."""
+    (``TokenMask.writes_structure``), else one drawn among the tokens that write values,
+    penalised for repeating the answer so far."""
     best = int(torch.argmax(logits))
     if mask.writes_structure(best):
         return best
     candidates = logits.clone()
+    for token, penalty in repetition_penalties(history).items():
+        candidates[token] -= penalty
     for _ in range(_VALUE_DRAWS):
         token = sample_token(candidates, params.temperature, params.top_p, generator)
         if not mask.writes_structure(token):
@@ -91,13 +138,16 @@ class TokenChooser:
         self._opening_left = params.greedy_opening
         self._mask = mask
         self._generator = generator
+        self._history: list[int] = []
 
     def __call__(self, logits: torch.Tensor) -> int:
         params = self._params
         if self._opening_left > 0:
             self._opening_left -= 1
             params = self._opening
-        return choose_token(logits, params, self._mask, self._generator)
+        token = choose_token(logits, params, self._mask, self._generator, self._history)
+        self._history.append(int(token))
+        return token
 
 
 def sample_token(

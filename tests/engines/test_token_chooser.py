@@ -5,7 +5,13 @@ from __future__ import annotations
 import torch
 
 from backend.engines.base import SamplingParams
-from backend.engines.sampling import TokenChooser
+from backend.engines.sampling import (
+    REPEAT_ALLOWED,
+    REPEAT_BASE,
+    REPEAT_PENALTY,
+    TokenChooser,
+    repetition_penalties,
+)
 
 # Token 0 is the most likely (p ~ 0.23); the other nine share the rest, so a draw at
 # temperature 1.0 rarely picks token 0 many times running.
@@ -79,3 +85,33 @@ def test_structure_is_drawn_when_unconstrained():
     sampled = SamplingParams(max_new_tokens=40, temperature=1.0)
     choose = TokenChooser(sampled, None, torch.Generator().manual_seed(0))
     assert {1, 2} & {choose(LOGITS.clone()) for _ in range(60)}
+
+
+def test_a_token_that_would_repeat_a_run_is_penalised_by_the_runs_length():
+    # The answer ends with 1 2 3 4, written before and followed by 5 there: a run of four.
+    assert repetition_penalties([1, 2, 3, 4, 5, 1, 2, 3, 4]) == {
+        5: REPEAT_PENALTY * REPEAT_BASE ** (4 - REPEAT_ALLOWED)
+    }
+    # A run shorter than REPEAT_ALLOWED, or none: nothing.
+    assert repetition_penalties([7, 8, 9, 7]) == {}
+    assert repetition_penalties([1, 2, 3]) == {}
+
+
+def test_a_constrained_answer_does_not_run_a_loop_but_free_text_is_drawn_as_it_comes():
+    # A "model" that likes tokens 1-4 in turn, each 900 times more than all the others
+    # together: drawn at temperature 1.0 it writes 1 2 3 4 1 2 3 4 ... (a token in 900 off).
+    def looping(history: list[int]) -> torch.Tensor:
+        logits = torch.zeros(10)
+        logits[1 + len(history) % 4] = 9.0
+        return logits
+
+    sampled = SamplingParams(max_new_tokens=40, temperature=1.0)
+    for seed in range(5):
+        for mask, loops in ((_StructureMask(set()), False), (None, True)):
+            choose = TokenChooser(sampled, mask, torch.Generator().manual_seed(seed))
+            history: list[int] = []
+            for _ in range(40):
+                history.append(choose(looping(history)))
+            three_copies = any(history[k : k + 12] == [1, 2, 3, 4] * 3 for k in range(29))
+            # The penalty outweighs the model's liking before a third copy in a row.
+            assert three_copies == loops, history
