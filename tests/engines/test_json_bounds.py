@@ -276,8 +276,9 @@ def test_short_output_is_not_narrowed(tokenizer):
 @pytest.mark.model
 def test_a_sampled_answer_without_max_tokens_ends_with_a_valid_object(small_backend):
     """At temperature 1.0, asked for a string without end: the answer still ends, as a valid
-    object whose string was closed (a loop, or at the bound), and says so with finish_reason
-    "length"."""
+    object. Either the model closed the string itself (the repetition penalty keeps a drawn
+    value from looping, ``backend.engines.sampling``) or the bounds closed it (a loop, or at
+    the string bound), and then the answer says so with finish_reason "length"."""
     import jsonschema
 
     schema = {
@@ -302,9 +303,8 @@ def test_a_sampled_answer_without_max_tokens_ends_with_a_valid_object(small_back
     choice = small_backend.chat(request).choices[0]
     answer = json.loads(choice.message.content)
     jsonschema.validate(answer, schema)
-    # Closed early, as a loop or at the string bound (the model's loop is rarely exact).
-    assert reached_bound(choice.message.content, JSONBounds.for_schema(schema))
-    assert choice.finish_reason == "length"
+    closed_by_the_bounds = reached_bound(choice.message.content, JSONBounds.for_schema(schema))
+    assert choice.finish_reason == ("length" if closed_by_the_bounds else "stop")
 
 
 @pytest.mark.parametrize(
