@@ -122,12 +122,11 @@ class SlotCache:
         # The slot used longest ago (a fresh engine's first request takes the first).
         slot = min(self.slots, key=lambda s: s.last_used)
         # The longest shared, the most recently used among equals.
-        found = max(
-            reversed(self.set_aside),
-            key=lambda prefix: _whole_chunks_shared(prefix, tokens),
-            default=None,
+        keep, found = max(
+            ((_whole_chunks_shared(prefix, tokens), prefix) for prefix in reversed(self.set_aside)),
+            key=lambda shared: shared[0],
+            default=(0, ()),
         )
-        keep = _whole_chunks_shared(found, tokens) if found is not None else 0
         if keep:
             self.set_aside.move_to_end(found)
             self._put_back(slot, found, self.set_aside[found])
