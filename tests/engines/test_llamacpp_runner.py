@@ -20,6 +20,7 @@ import pytest
 from backend.engines.llamacpp_batch import NativeDecodeError
 from backend.engines.llamacpp_runner import MAX_UNREAD, PREFILL_CHUNK, BatchingRunner
 from backend.engines.llamacpp_slots import SlotCache
+from tests.waiting import wait_for
 
 VOCAB = 97
 END = 0
@@ -146,14 +147,6 @@ HIDDEN = 4
 def fake_hidden(tokens: list[int]) -> np.ndarray:
     """The stand-in's "hidden state" after ``tokens``: a function of all of them."""
     return np.array([len(tokens), sum(tokens), tokens[-1], next_token(tokens)], np.float32)
-
-
-def wait_for(condition, limit: float = 60.0) -> None:
-    """Wait until ``condition()`` holds (the limit only guards against a hang)."""
-    deadline = time.monotonic() + limit
-    while not condition():
-        assert time.monotonic() < deadline, "the state waited for never came"
-        time.sleep(0.001)
 
 
 def greedy(logits: np.ndarray) -> int:

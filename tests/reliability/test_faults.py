@@ -32,6 +32,7 @@ from tests.reliability.wire import (
     streamed_text,
 )
 from tests.server.helpers import API_KEY, SlowChatEngine
+from tests.waiting import wait_for
 
 OOM = EchoChatEngine.OUT_OF_MEMORY
 
@@ -70,7 +71,11 @@ def test_an_out_of_memory_error_fails_that_request_alone(serve):
                 ), text
             else:
                 assert (status, text) == (200, EchoChatEngine.reply_to(content))
-        assert running.context.limiter.active == 0 and running.context.streams.open == 0
+        # the server lets go of a place after the response's last byte: wait for that state
+        wait_for(
+            lambda: running.context.limiter.active == 0 and running.context.streams.open == 0,
+            "every place and stream slot freed",
+        )
         assert http.get("/health").json()["ready"]
         assert _ask(http, "after", stream=True) == (200, "echo: after")
 

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import socket
-import time
 
 import httpx
 import pytest
@@ -14,17 +13,11 @@ import pytest
 from backend.server.settings import ServerSettings
 from backend.testing import GatedWarmupBackend
 from tests.server.helpers import API_KEY
+from tests.waiting import wait_for
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 CHAT = {"model": "core-1-mini-chat", "messages": [{"role": "user", "content": "hi"}]}
 EMBED = {"model": "core-embedding-1-large-query", "input": "hello"}
-
-
-def _wait(condition, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
 
 
 def _unavailable(response: httpx.Response, retry_after: str, message: str) -> None:
@@ -48,7 +41,7 @@ def test_ready_is_503_while_loading_then_200(serve):
         _unavailable(http.get("/ready"), "2", loading)
         assert http.get("/health").json() == {"status": "ok", "ready": False}  # alive
         backend.release.set()
-        _wait(lambda: http.get("/ready").status_code == 200)
+        wait_for(lambda: http.get("/ready").status_code == 200)
         response = http.get("/ready")  # no key: probes carry none, like /health's
         assert response.json() == {"status": "ready"}
         assert http.get("/health").json() == {"status": "ok", "ready": True}

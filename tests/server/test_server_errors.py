@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import httpx
@@ -13,6 +12,7 @@ import pytest
 from backend.protocol.errors import ServiceUnavailableError
 from backend.testing import GatedWarmupBackend, offline_backend
 from tests.server.helpers import API_KEY, SlowChatEngine
+from tests.waiting import wait_for
 
 AUTH = {"Authorization": f"Bearer {API_KEY}"}
 CHAT = {"model": "core-1-mini-chat", "messages": [{"role": "user", "content": "hi"}]}
@@ -24,13 +24,6 @@ def _error(response: httpx.Response) -> dict:
     assert set(body) == {"error"}
     assert set(body["error"]) == {"message", "type", "param", "code"}
     return body["error"]
-
-
-def _wait(condition, timeout: float = 5.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.01)
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +126,7 @@ def test_model_requests_get_503_until_the_models_are_loaded(serve):
             assert _error(response)["message"] == "the models are still loading; retry shortly"
         assert http.get("/v1/core/models").status_code == 200  # needs no model
         backend.release.set()
-        _wait(lambda: http.get("/health").json()["ready"])
+        wait_for(lambda: http.get("/health").json()["ready"])
         assert http.post("/v1/core/chat/completions", json=CHAT).status_code == 200
 
 
@@ -141,7 +134,7 @@ def test_failed_loading_keeps_answering_503(serve):
     backend = GatedWarmupBackend(fail=True)
     backend.release.set()
     running = serve(backend, wait_loaded=False)
-    _wait(lambda: running.context.lifecycle.load_error is not None)
+    wait_for(lambda: running.context.lifecycle.load_error is not None)
     response = httpx.post(f"{running.url}/v1/core/chat/completions", json=CHAT, headers=AUTH)
     assert response.status_code == 503
     assert _error(response)["message"] == "the models failed to load; see the server log"
@@ -157,9 +150,9 @@ def test_a_full_queue_answers_429_with_retry_after(serve):
     with ThreadPoolExecutor(2) as pool:
         try:
             running_request = pool.submit(client.chat, CHAT)
-            _wait(lambda: limiter.active == 1 and engine.started.is_set())
+            wait_for(lambda: limiter.active == 1 and engine.started.is_set())
             queued_request = pool.submit(client.chat, CHAT)
-            _wait(lambda: limiter.queued == 1)
+            wait_for(lambda: limiter.queued == 1)
             response = httpx.post(f"{running.url}/v1/core/embeddings", json=EMBED, headers=AUTH)
             assert response.status_code == 429
             assert response.headers["retry-after"] == "2"
@@ -168,7 +161,7 @@ def test_a_full_queue_answers_429_with_retry_after(serve):
             gate.set()
         assert running_request.result(10).choices[0].message.content == "Hi"
         assert queued_request.result(10).choices[0].message.content == "Hi"
-    _wait(lambda: limiter.active == 0 and limiter.queued == 0)
+    wait_for(lambda: limiter.active == 0 and limiter.queued == 0)
     client.close()
 
 
@@ -188,7 +181,7 @@ def test_a_request_past_the_timeout_is_504_and_keeps_its_place_until_the_model_s
         assert running.context.limiter.active == 1  # the model thread still runs
     finally:
         gate.set()
-    _wait(lambda: running.context.limiter.active == 0)
+    wait_for(lambda: running.context.limiter.active == 0)
 
 
 def test_openapi_describes_requests_responses_and_errors(http):
