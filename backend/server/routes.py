@@ -103,11 +103,35 @@ def _check_message_count(body: Any, max_messages: int) -> None:
         )
 
 
+# Each server-sent event described as OpenAPI 3.2 does (``itemSchema``): an event whose
+# ``data`` is a JSON chunk, or ``[DONE]`` last. Describing the event by the chunk's schema
+# itself, as before, made validators read the event object ``{"data": ..., "event": ...}``
+# as a chunk and fail every streamed 200.
 _CHAT_200 = {
     "description": "A chat completion, or with ``stream: true`` server-sent chunk events "
     "(``data: {chunk}`` each, then ``data: [DONE]``).",
     "content": {
-        "text/event-stream": {"schema": {"$ref": "#/components/schemas/ChatCompletionChunk"}}
+        "text/event-stream": {
+            "itemSchema": {
+                "type": "object",
+                "required": ["data"],
+                "oneOf": [
+                    {"properties": {"data": {"const": "[DONE]"}}},  # the last event
+                    {
+                        "properties": {
+                            "data": {
+                                "type": "string",
+                                "not": {"const": "[DONE]"},
+                                "contentMediaType": "application/json",
+                                "contentSchema": {
+                                    "$ref": "#/components/schemas/ChatCompletionChunk"
+                                },
+                            }
+                        }
+                    },
+                ],
+            }
+        }
     },
 }
 

@@ -37,12 +37,10 @@ from tests.waiting import wait_for
 OOM = EchoChatEngine.OUT_OF_MEMORY
 
 
-def _wait_running(http: httpx.Client, count: int, timeout: float = 10.0) -> None:
+def _wait_running(http: httpx.Client, count: int) -> None:
     """Until the server's metrics show ``count`` model requests holding a place."""
-    deadline = time.monotonic() + timeout
-    while f"core_model_requests_running {float(count)}" not in http.get("/metrics").text:
-        assert time.monotonic() < deadline, "the requests did not start"
-        time.sleep(0.02)
+    line = f"core_model_requests_running {float(count)}"
+    wait_for(lambda: line in http.get("/metrics").text, "the requests' start")
 
 
 def _ask(http: httpx.Client, content: str, stream: bool) -> tuple[int, str]:
