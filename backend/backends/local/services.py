@@ -10,12 +10,11 @@ through ``backend.chat.responses``, sync or async.
 from __future__ import annotations
 
 import abc
-import asyncio
 import threading
 from collections.abc import Sequence
 from typing import Any
 
-from backend.backends.local.threads import iterate_in_thread
+from backend.backends.local.threads import iterate_in_thread, run_in_thread
 from backend.chat.responses import PreparedAnswer, complete, stream
 from backend.embeddings.service import EmbeddingService
 from backend.groundedness.request import groundedness_request
@@ -67,10 +66,10 @@ class ServicesBackend(Backend):
         return ChatStream(stream(self._prepare_chat(request, streamed=True)))
 
     async def achat(self, request: ChatRequestLike) -> ChatCompletion:
-        return await asyncio.to_thread(self.chat, request)
+        return await run_in_thread(self.chat, request)
 
     async def astream_chat(self, request: ChatRequestLike) -> AsyncChatStream:
-        prepared = await asyncio.to_thread(self._prepare_chat, request, True)
+        prepared = await run_in_thread(self._prepare_chat, request, True)
         stop = threading.Event()
         return AsyncChatStream(iterate_in_thread(lambda: stream(prepared, stop.is_set), stop))
 
@@ -91,4 +90,4 @@ class ServicesBackend(Backend):
         return self._embeddings().embed(req, card)
 
     async def aembed(self, request: EmbeddingRequestLike) -> EmbeddingList:
-        return await asyncio.to_thread(self.embed, request)
+        return await run_in_thread(self.embed, request)

@@ -9,13 +9,31 @@ before each token, so generation ends within one decoding step.
 from __future__ import annotations
 
 import asyncio
+import contextvars
+import functools
 import threading
 from collections.abc import AsyncIterator, Callable, Generator
-from typing import Generic, TypeVar
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
 
 _DONE = object()
+
+#: Most threads running model work for the async methods at once. Not asyncio's default
+#: executor, whose min(32, cores + 4) threads (6 on 2 cores, 20 on a 16-core GPU machine)
+#: would cap how many requests run together below the engine's batch and the server's
+#: limits, since a stream holds its thread until it ends (benchmarks/README.md). Threads start
+#: only as work arrives; the server's limiter and the engine's slots bound the work itself.
+MODEL_WORK_THREADS = 1024
+_model_work = ThreadPoolExecutor(MODEL_WORK_THREADS, thread_name_prefix="core-model-work")
+
+
+async def run_in_thread(function: Callable[..., T], *args: Any) -> T:
+    """``function(*args)`` in a model-work thread, awaited (``asyncio.to_thread``, without
+    the default executor's cap)."""
+    call = functools.partial(contextvars.copy_context().run, function, *args)
+    return await asyncio.get_running_loop().run_in_executor(_model_work, call)
 
 
 async def iterate_in_thread(
@@ -42,7 +60,7 @@ async def iterate_in_thread(
             iterator.close()
             loop.call_soon_threadsafe(queue.put_nowait, _DONE)
 
-    worker = loop.run_in_executor(None, produce)
+    worker = loop.run_in_executor(_model_work, produce)
     try:
         while True:
             item = await queue.get()
