@@ -140,11 +140,18 @@ class TokenChooser:
         self._generator = generator
         self._history: list[int] = []
 
-    def __call__(self, logits: torch.Tensor) -> int:
+    def __call__(self, logits: torch.Tensor, best: int | None = None) -> int:
+        """The next token from ``logits``; ``best``, where the caller already has the row's
+        argmax (a batch's, read in one copy), is taken as it is when the choice is plainly
+        greedy (no mask, no log-probabilities), without another read of the logits."""
         params = self._params
         if self._opening_left > 0:
             self._opening_left -= 1
             params = self._opening
+        if best is not None and params.greedy and self._mask is None:
+            if params.top_logprobs is None:
+                self._history.append(best)
+                return best
         token = choose_token(logits, params, self._mask, self._generator, self._history)
         self._history.append(int(token))
         return token

@@ -228,24 +228,30 @@ class TransformersRunner(RequestRunner):
         if self._take_token(request, logits):
             self._join(request, cache)
 
-    def _take_token(self, request: _Request, logits: torch.Tensor) -> bool:
-        """Choose the request's next token and hand it on; whether the request goes on."""
+    def _take_token(self, request: _Request, logits: torch.Tensor, best: int | None = None) -> bool:
+        """Choose the request's next token and hand it on; whether the request goes on.
+        ``best`` is the row's argmax where the caller read it (``TokenChooser``)."""
         # Asked again after the forward pass: meanwhile the reader took the last token, and
         # may now want no more (a stop sequence, a client gone).
         if request.cancelled.is_set() or stop_asked(request):
             request.results.put(END)
             return False
         try:
-            token = request.choose(logits)
+            token = request.choose(logits) if best is None else request.choose(logits, best)
         except BaseException as error:  # noqa: BLE001 - handed to the request
             request.results.put(error)
             return False
         request.generated.append(token)
-        request.results.put(token)
         if token in request.end_ids or len(request.generated) >= request.budget:
+            request.results.put(token)
             request.results.put(END)
             return False
+        self._hand_on(request, token)
         return True
+
+    def _hand_on(self, request: _Request, token: int) -> None:
+        """Give a generation's reader its token (a runner may hold it back a little)."""
+        request.results.put(token)
 
     def _join(self, request: _Request, cache: DynamicCache) -> None:
         """Add a prefilled request's cache to the batch's, left-padding the shorter side."""

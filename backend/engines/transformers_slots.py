@@ -13,8 +13,18 @@ batch (issue 34's measurements on an H200, in benchmarks/README.md). This runner
   under a block-diagonal causal mask, so 64 prompts arriving together get their first tokens
   from the same pass instead of one per decode step;
 - on CUDA, captures the decode step once per batch size in ``CAPTURED_SIZES`` (a batch pads up
-  to the next), when it starts, over the whole slot length, and replays it; elsewhere it runs
-  the same step eagerly over the columns in use.
+  to the next) and attention span (``captured_spans``: the columns a step reads, the slot
+  length and its halvings), when it starts, and replays it; elsewhere it runs the same step
+  eagerly over the columns in use. A step reads only the span its longest row needs: over the
+  whole slot length, 64 rows of 4,096 columns would read every key and value of the cache
+  (7.5 GB for the default chat model) at every token.
+- reads the step's greedy choices with one copy to the host (the argmax of every row), and
+  hands the logits to a request's own chooser only where its choice is more than greedy
+  (sampled, constrained, with log-probabilities);
+- on CUDA, hands a step's tokens to their readers only once the next step is launched
+  (``overlap``): each token wakes a reading thread, whose work (detokenising, output
+  processing) then runs while the GPU computes, instead of holding the GIL that the runner
+  needs to launch the next step.
 
 Tokens are chosen per request by the same ``choose`` as the other runners (greedy, seeded,
 constrained), and scorings (the judge) are served exactly as by ``TransformersRunner``, from
@@ -43,6 +53,8 @@ ARRIVAL_QUIET_S = 0.01
 ARRIVAL_WAIT_S = 0.05
 #: Batch sizes whose decode step is captured as a CUDA graph; a batch pads up to the next.
 CAPTURED_SIZES = (1, 2, 4, 8, 16, 32, 64, 128)
+#: The shortest attention span captured (the slot length is halved down to it).
+SHORTEST_CAPTURED_SPAN = 256
 
 logger = logging.getLogger(__name__)
 
@@ -56,18 +68,38 @@ class SlotRunner(TransformersRunner):
         slots: how many generations are decoded together; further ones wait.
         slot_length: most tokens (prompt and generated) one generation holds.
         graphs: capture the decode step as CUDA graphs (only on a CUDA device).
+        overlap: hand a decode step's tokens on after launching the next step (default: on
+            CUDA, where a launch returns before the step is computed).
     """
 
-    def __init__(self, model, device: str, slots: int, slot_length: int, graphs: bool) -> None:
+    def __init__(
+        self,
+        model,
+        device: str,
+        slots: int,
+        slot_length: int,
+        graphs: bool,
+        overlap: bool | None = None,
+    ) -> None:
         self._slot_cache = SlotCache(model.config, slots, slot_length, model.dtype, device)
         self._slot_of: list[_Request | None] = [None] * slots
-        self._graphs = graphs and str(device).startswith("cuda")
-        self._captured: dict[int, _CapturedStep] = {}
+        on_cuda = str(device).startswith("cuda")
+        self._graphs = graphs and on_cuda
+        self._overlap = on_cuda if overlap is None else overlap
+        #: Tokens chosen by the last decode step that their readers have not been handed.
+        self._unsent: list[tuple[_Request, int]] = []
+        self._captured: dict[tuple[int, int], _CapturedStep] = {}
         if self._graphs:
             # Captured before any request runs: warming a capture up writes a key and a value
             # at column 0 of each of its rows, which would overwrite a running generation's.
-            for size in sorted({captured_size(rows, slots) for rows in range(1, slots + 1)}):
-                self._captured[size] = _CapturedStep(model, self._slot_cache, size)
+            # One memory pool for all: steps are replayed one at a time, and each one's logits
+            # are read before the next replay.
+            pool = torch.cuda.graph_pool_handle()
+            sizes = sorted({captured_size(rows, slots) for rows in range(1, slots + 1)})
+            for size in reversed(sizes):
+                for span in reversed(captured_spans(slot_length)):
+                    step = _CapturedStep(model, self._slot_cache, size, span, pool)
+                    self._captured[size, span] = step
         #: Prefill passes run so far, and the most prompts one of them admitted.
         self.prefill_passes = 0
         self.largest_prefill = 0
@@ -82,12 +114,28 @@ class SlotRunner(TransformersRunner):
         self._drop_finished()
         scorings, tree = self._take_scorings()
         if scorings:
+            self._send()
             self._score(scorings, tree)
         admitted = self._next_generations()
         if admitted:
+            self._send()
             self._prefill(admitted)
         if self._busy():
             self._decode_step()
+        if not self._busy():
+            self._send()
+
+    def _hand_on(self, request: _Request, token: int) -> None:
+        if self._overlap:
+            self._unsent.append((request, token))
+        else:
+            request.results.put(token)
+
+    def _send(self) -> None:
+        """Hand the readers the tokens chosen but not yet sent."""
+        for request, token in self._unsent:
+            request.results.put(token)
+        self._unsent = []
 
     def _next_generations(self) -> list[_Request]:
         """The oldest waiting generations, one per free slot, up to ``PREFILL_STEP_TOKENS``
@@ -127,6 +175,7 @@ class SlotRunner(TransformersRunner):
                 return
 
     def _fail_everything(self, error: BaseException) -> None:
+        self._send()
         running = [request for request in self._slot_of if request is not None]
         self._slot_of = [None] * len(self._slot_of)
         for request in running + self._take_waiting():
@@ -139,6 +188,7 @@ class SlotRunner(TransformersRunner):
             if request.cancelled.is_set():
                 self._slot_of[slot] = None
             elif stop_asked(request):
+                self._send()  # its last token before its end
                 request.results.put(END)
                 self._slot_of[slot] = None
 
@@ -175,9 +225,10 @@ class SlotRunner(TransformersRunner):
             return
         self.prefill_passes += 1
         self.largest_prefill = max(self.largest_prefill, len(requests))
-        for slot, request, row in zip(slots, requests, logits, strict=True):
+        best = logits.argmax(-1).tolist()
+        for slot, request, row, token in zip(slots, requests, logits, best, strict=True):
             request.length = len(request.prompt)
-            if self._take_token(request, row):
+            if self._take_token(request, row, token):
                 self._slot_of[slot] = request
 
     def _packed_mask(self, owner: torch.Tensor) -> torch.Tensor:
@@ -197,17 +248,19 @@ class SlotRunner(TransformersRunner):
                 logits = self._replay(last, lengths)
             else:
                 logits = self._eager_step(last, lengths)
+            self._send()  # the last step's tokens, while this one computes
+            best = logits.argmax(-1).tolist()  # every row's greedy choice, in one copy
         except BaseException as error:  # noqa: BLE001 - handed to the requests
             self._fail_running(error)
             return
         self.largest_decode_batch = max(self.largest_decode_batch, rows - running.count(None))
         self.decode_steps += 1
         self.recent_decode_batches.append((self.decode_steps, rows - running.count(None)))
-        for slot, request in enumerate(running):
+        for slot, (request, row) in enumerate(zip(running, logits.unbind(), strict=True)):
             if request is None:
                 continue
             request.length += 1
-            if not self._take_token(request, logits[slot]):
+            if not self._take_token(request, row, best[slot]):
                 self._slot_of[slot] = None
 
     def _eager_step(self, last: list[int], lengths: list[int]) -> torch.Tensor:
@@ -227,11 +280,14 @@ class SlotRunner(TransformersRunner):
         return output.logits[:, -1].float()
 
     def _replay(self, last: list[int], lengths: list[int]) -> torch.Tensor:
-        """One decode step replayed from the graph captured for the next batch size up."""
-        step = self._captured[captured_size(len(last), len(self._slot_of))]
-        return step.run(last, lengths)[: len(last)].float()
+        """One decode step replayed from the graph captured for the next batch size and span
+        up."""
+        size = captured_size(len(last), len(self._slot_of))
+        span = captured_span(max(lengths) + 1, self._slot_cache.max_len)
+        return self._captured[size, span].run(last, lengths)[: len(last)].float()
 
     def _fail_running(self, error: BaseException) -> None:
+        self._send()
         running = [request for request in self._slot_of if request is not None]
         self._slot_of = [None] * len(self._slot_of)
         for request in running:
@@ -244,24 +300,38 @@ def captured_size(rows: int, slots: int) -> int:
     return min(next((size for size in CAPTURED_SIZES if size >= rows), slots), slots)
 
 
-class _CapturedStep:
-    """A decode step for ``size`` rows over the whole slot length, captured as a CUDA graph:
-    replaying it copies the new inputs into the tensors it was captured on."""
+def captured_spans(slot_length: int) -> list[int]:
+    """The attention spans captured for a slot length, shortest first: the slot length and
+    its halvings, none shorter than ``SHORTEST_CAPTURED_SPAN``."""
+    spans = [slot_length]
+    while spans[0] // 2 >= SHORTEST_CAPTURED_SPAN:
+        spans.insert(0, spans[0] // 2)
+    return spans
 
-    def __init__(self, model, cache: SlotCache, size: int) -> None:
+
+def captured_span(columns: int, slot_length: int) -> int:
+    """The captured span that covers ``columns`` columns: the shortest that does."""
+    return next(span for span in captured_spans(slot_length) if span >= columns)
+
+
+class _CapturedStep:
+    """A decode step for ``size`` rows over the first ``span`` columns, captured as a CUDA
+    graph: replaying it copies the new tokens and positions into the tensor it was captured
+    on (one copy from pinned host memory); the mask is computed from them inside the graph."""
+
+    def __init__(self, model, cache: SlotCache, size: int, span: int, pool) -> None:
         device = cache.decode_positions.device
-        self._cache = cache
         self._size = size
-        self._tokens = torch.zeros((size, 1), dtype=torch.long, device=device)
-        self._positions = torch.zeros(size, dtype=torch.long, device=device)
-        self._mask = _decode_mask(self._positions, cache.max_len, model.dtype)
+        self._inputs = torch.zeros((2, size), dtype=torch.long, device=device)
+        self._staged = torch.zeros((2, size), dtype=torch.long, pin_memory=True)
+        tokens, positions = self._inputs[0], self._inputs[1]
 
         def forward() -> torch.Tensor:
-            cache.plan_decode(self._positions, cache.max_len)
+            cache.plan_decode(positions, span)
             return model(
-                input_ids=self._tokens,
-                position_ids=self._positions[:, None],
-                attention_mask=self._mask,
+                input_ids=tokens[:, None],
+                position_ids=positions[:, None],
+                attention_mask=_decode_mask(positions, span, model.dtype),
                 past_key_values=cache,
                 use_cache=True,
                 logits_to_keep=1,
@@ -274,17 +344,17 @@ class _CapturedStep:
             forward()
         torch.cuda.current_stream(device).wait_stream(stream)
         self._graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(self._graph):
+        with torch.cuda.graph(self._graph, pool=pool):
             self._logits = forward()
-        logger.info("captured a decode step for %d rows", size)
+        logger.info("captured a decode step for %d rows over %d columns", size, span)
 
     def run(self, last: list[int], lengths: list[int]) -> torch.Tensor:
-        rows = len(last)
-        padded = [0] * (self._size - rows)
-        self._tokens.copy_(torch.tensor(last + padded)[:, None], non_blocking=True)
-        self._positions.copy_(torch.tensor(lengths + padded), non_blocking=True)
-        self._mask.copy_(_decode_mask(self._positions, self._cache.max_len, self._mask.dtype))
-        self._cache.plan_decode(self._positions, self._cache.max_len)
+        padding = [0] * (self._size - len(last))
+        # Written through numpy, without a tensor per list. The previous step's copy from
+        # this buffer is done: its logits were read on the host since.
+        staged = self._staged.numpy()
+        staged[0], staged[1] = last + padding, lengths + padding
+        self._inputs.copy_(self._staged, non_blocking=True)
         self._graph.replay()
         return self._logits
 

