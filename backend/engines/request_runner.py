@@ -240,9 +240,9 @@ def runs_alone(deterministic: bool | None = None) -> bool:
     return flag_from_env("CORE_DETERMINISTIC", deterministic)
 
 
-def flag_from_env(name: str, given: bool | None = None) -> bool:
-    """``given`` when not None, else the yes or no in environment variable ``name`` (off when
-    unset).
+def flag_from_env(name: str, given: bool | None = None, unset: bool = False) -> bool:
+    """``given`` when not None, else the yes or no in environment variable ``name`` (``unset``
+    when it is not set).
 
     Raises:
         ValueError: it is set to anything but a yes or a no (1/0, true/false, yes/no, on/off).
@@ -250,7 +250,9 @@ def flag_from_env(name: str, given: bool | None = None) -> bool:
     if given is not None:
         return given
     configured = os.environ.get(name, "").strip().lower()
-    if configured in ("", "0", "false", "no", "off"):
+    if not configured:
+        return unset
+    if configured in ("0", "false", "no", "off"):
         return False
     if configured in ("1", "true", "yes", "on"):
         return True
