@@ -86,10 +86,10 @@ def test_tokens_held_back_until_the_next_step_come_whole_and_in_order(float32_en
     overlapped = copy.copy(float32_engine)
     overlapped._runner, overlapped.context_length = runner, 1024
     try:
-        prompts = [_chat_ids(overlapped, question) for question in QUESTIONS[:4]]
+        prompts = [_chat_ids(overlapped, question) for question in QUESTIONS[:2]]
         with ThreadPoolExecutor(len(prompts)) as pool:
             together = list(pool.map(lambda p: list(overlapped.generate(p, GREEDY)), prompts))
-        assert together == greedy_alone[:4]
+        assert together == greedy_alone[:2]
         first = greedy_alone[0]
         read: list[int] = []
         for token in overlapped.generate(prompts[0], GREEDY, lambda: len(read) >= 3):
