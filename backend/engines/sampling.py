@@ -148,10 +148,14 @@ class TokenChooser:
         if self._opening_left > 0:
             self._opening_left -= 1
             params = self._opening
-        if best is not None and params.greedy and self._mask is None:
-            if params.top_logprobs is None:
-                self._history.append(best)
-                return best
+        if (
+            best is not None
+            and params.greedy
+            and self._mask is None
+            and params.top_logprobs is None
+        ):
+            self._history.append(best)
+            return best
         token = choose_token(logits, params, self._mask, self._generator, self._history)
         self._history.append(int(token))
         return token

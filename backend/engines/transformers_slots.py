@@ -129,7 +129,7 @@ class SlotRunner(TransformersRunner):
         if self._overlap:
             self._unsent.append((request, token))
         else:
-            request.results.put(token)
+            super()._hand_on(request, token)
 
     def _send(self) -> None:
         """Hand the readers the tokens chosen but not yet sent."""
