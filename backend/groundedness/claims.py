@@ -131,3 +131,35 @@ def rank_chunks(claim: str, chunks: Sequence[str]) -> list[int]:
     wanted = terms(claim)
     scores = [math.fsum(weight[t] for t in wanted & found) for found in chunk_terms]
     return sorted(range(len(chunks)), key=lambda i: (-scores[i], i))
+
+
+def assemble_evidence(
+    context: str, claim: str, max_tokens: int, count_tokens: Callable[[str], int]
+) -> str:
+    """The context's sentences likeliest to hold the claim's evidence (``rank_chunks`` over
+    sentences), as many as fit in ``max_tokens`` tokens, in document order; at least the
+    likeliest one, however long."""
+    sentences = split_sentences(context)
+    ranked = rank_chunks(claim, sentences)
+    chosen, used = [], 0
+    for index in ranked:
+        size = count_tokens(sentences[index])
+        if used + size <= max_tokens:
+            chosen.append(index)
+            used += size
+    return " ".join(sentences[i] for i in sorted(chosen or ranked[:1])) or context
+
+
+def evidence_by_claim(
+    context: str, claims: Sequence[str], max_tokens: int, count_tokens: Callable[[str], int]
+) -> tuple[list[str], list[list[int]]]:
+    """Each claim's assembled evidence (``assemble_evidence``) as the pieces to read, and for
+    each claim the index of its piece: claims with the same evidence share one piece."""
+    pieces: list[str] = []
+    order: list[list[int]] = []
+    for claim in claims:
+        evidence = assemble_evidence(context, claim, max_tokens, count_tokens)
+        if evidence not in pieces:
+            pieces.append(evidence)
+        order.append([pieces.index(evidence)])
+    return pieces, order

@@ -45,7 +45,12 @@ import numpy as np
 
 from backend.chat.yes_no import YesNoReader, YesNoReading
 from backend.engines.base import ChatEngine
-from backend.groundedness.claims import chunk_context, rank_chunks, split_claims
+from backend.groundedness.claims import (
+    chunk_context,
+    evidence_by_claim,
+    rank_chunks,
+    split_claims,
+)
 from backend.groundedness.prompts import QUESTIONS, Question, judge_prompt
 
 #: The judge's defaults: context chunks of about this many tokens, each claim read against
@@ -53,6 +58,11 @@ from backend.groundedness.prompts import QUESTIONS, Question, judge_prompt
 CHUNK_TOKENS = 400
 CHUNKS_PER_CLAIM = 2
 MAX_CLAIMS = 8
+#: Where a claim's evidence is looked for in a context longer than one chunk: ``chunks``, its
+#: ``chunks_per_claim`` likeliest chunks; ``sentences``, one piece made of the context's
+#: sentences likeliest to hold it (``claims.assemble_evidence``). ``sentences`` is measured in
+#: benchmarks/README.md and not yet the service's choice.
+EVIDENCE = ("chunks", "sentences")
 
 
 @dataclass(frozen=True)
@@ -108,6 +118,7 @@ class GroundednessJudge:
             question alone.
         hidden_states: keep each reading's hidden state in ``read``'s readings (what the
             learned reading is trained on); implied by ``learned``.
+        evidence: ``chunks`` or ``sentences`` (``EVIDENCE``).
     """
 
     def __init__(
@@ -121,12 +132,16 @@ class GroundednessJudge:
         max_claims: int = MAX_CLAIMS,
         learned: LearnedSupport | None = None,
         hidden_states: bool = False,
+        evidence: str = "chunks",
     ) -> None:
         if chunk_tokens < 1 or chunks_per_claim < 1 or max_claims < 1:
             raise ValueError("chunk_tokens, chunks_per_claim and max_claims must be positive")
         unknown = [name for name in questions if name not in QUESTIONS]
         if unknown or not questions:
             raise ValueError(f"questions must be some of {sorted(QUESTIONS)}, got {questions}")
+        if evidence not in EVIDENCE:
+            raise ValueError(f"evidence must be one of {EVIDENCE}, got {evidence!r}")
+        self._evidence = evidence
         self._chunk_tokens = chunk_tokens
         self._chunks_per_claim = chunks_per_claim
         self._max_claims = max_claims
@@ -154,7 +169,11 @@ class GroundednessJudge:
         """
         chunks = chunk_context(context, self._chunk_tokens, self._reader.count_tokens)
         claims = split_claims(response, self._max_claims)
-        ranked = [rank_chunks(claim, chunks)[: self._chunks_per_claim] for claim in claims]
+        if self._evidence == "sentences" and len(chunks) > 1:
+            count = self._reader.count_tokens
+            chunks, ranked = evidence_by_claim(context, claims, self._chunk_tokens, count)
+        else:
+            ranked = [rank_chunks(claim, chunks)[: self._chunks_per_claim] for claim in claims]
         best = [0.0] * len(claims)
         readings: list[ChunkReading] = []
         prompt_tokens = 0

@@ -8,7 +8,9 @@ import sys
 import pytest
 
 from backend.groundedness.claims import (
+    assemble_evidence,
     chunk_context,
+    evidence_by_claim,
     rank_chunks,
     split_claims,
     split_sentences,
@@ -101,3 +103,28 @@ def test_equal_scores_rank_the_same_in_every_process(seed):
         check=True,
     )
     assert ran.stdout.strip() == "[2, 0]"
+
+
+def words(text: str) -> int:
+    return len(text.split())
+
+
+def test_assembled_evidence_keeps_the_likeliest_sentences_in_document_order():
+    document = (
+        "The bridge opened in 1932. Pigeons live under it. "
+        "Its main span is 503 metres long. The weather was fine. The bridge is painted grey."
+    )
+    claim = "The bridge, painted grey, opened in 1932."
+    evidence = assemble_evidence(document, claim, 10, words)
+    assert evidence == "The bridge opened in 1932. The bridge is painted grey."
+    # A sentence longer than the budget is still read, when it is the likeliest.
+    long = "A very long sentence about the bridge and its many colours. Short one."
+    assert assemble_evidence(long, "the bridge colours", 1, words) == long.split(". ")[0] + "."
+
+
+def test_claims_with_the_same_evidence_share_one_piece():
+    document = "The ferry carries 196 passengers. The museum opens at nine."
+    claims = ["The ferry carries 196 passengers.", "The ferry has 196 passengers.", "Museum at 9."]
+    pieces, order = evidence_by_claim(document, claims, 5, words)
+    assert pieces == ["The ferry carries 196 passengers.", "The museum opens at nine."]
+    assert order == [[0], [0], [1]]

@@ -181,3 +181,28 @@ def test_unknown_or_no_questions_are_refused():
     for questions in ((), ("support", "vibes")):
         with pytest.raises(ValueError, match="questions must be some of"):
             GroundednessJudge(LeaningEngine(), questions=questions)
+
+
+SPREAD_CONTEXT = "\n\n".join(
+    FILLER[:5] + ["The ferry carries 196 passengers."] + FILLER[5:25] + ["It sails daily."]
+)
+
+
+def test_evidence_spread_over_chunks_is_read_together_as_sentences():
+    """A claim whose evidence lies in two sentences chunks apart: no chunk holds all of it,
+    the sentences assembled do; a context of one chunk is read the same either way."""
+    claim = "The ferry carries 196 passengers daily."
+    by_chunks = GroundednessJudge(DocumentEngine(), questions=BOTH, chunk_tokens=200)
+    engine = DocumentEngine()
+    by_sentences = GroundednessJudge(engine, questions=BOTH, chunk_tokens=200, evidence="sentences")
+    assert by_chunks.assess(SPREAD_CONTEXT, claim).support < 0.01
+    assert by_sentences.assess(SPREAD_CONTEXT, claim).support > 0.99
+    document, _, _ = last_pair(engine.tokenizer.decode(engine.prompts[-1]))
+    assert "196 passengers." in document and "sails daily." in document
+    short = "The ferry carries 196 passengers. It sails daily."
+    engines = DocumentEngine(), DocumentEngine()
+    for engine, evidence in zip(engines, ("chunks", "sentences"), strict=True):
+        GroundednessJudge(engine, questions=BOTH, evidence=evidence).assess(short, claim)
+    assert engines[0].prompts == engines[1].prompts
+    with pytest.raises(ValueError, match="evidence must be one of"):
+        GroundednessJudge(DocumentEngine(), questions=BOTH, evidence="pages")
