@@ -141,19 +141,26 @@ class Variants:
 V2_TRAIN = "groundedness_v2_train"
 
 
-def cases_of(section: str, limit: int) -> list[dict[str, Any]]:
+def cases_of(section: str, limit: int, long_only: bool = False) -> list[dict[str, Any]]:
+    """The set's pairs; with ``long_only`` those whose context is long (``make eval``'s mark:
+    over 3,000 characters), the only ones the ``assembled`` variant reads differently."""
     if section == V2_TRAIN:
         pairs = load_jsonl("groundedness_v2.jsonl")
-        return [c for c in pairs if c.get("split") == "train" and c["clear"]][:limit]
-    return groundedness_cases(section, limit)
+        cases = [c for c in pairs if c.get("split") == "train" and c["clear"]]
+    else:
+        cases = groundedness_cases(section, None)
+    return [c for c in cases if c["long_context"] or not long_only][:limit]
 
 
-def run(variant: str, section: str, limit: int, profile: str) -> list[dict[str, Any]]:
+def run(
+    variant: str, section: str, limit: int, profile: str, long_only: bool = False
+) -> list[dict[str, Any]]:
     path = FEATURES / "variants" / f"{variant}-{section}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     rows = [json.loads(line) for line in path.open()] if path.exists() else []
     done = {row["id"] for row in rows}
-    cases = [c for c in cases_of(section, limit) if c["id"] not in done]
+    wanted = cases_of(section, limit, long_only)
+    cases = [c for c in wanted if c["id"] not in done]
     if cases:
         variants = Variants(profile)
         try:
@@ -166,7 +173,8 @@ def run(variant: str, section: str, limit: int, profile: str) -> list[dict[str, 
                     handle.write(json.dumps(row, ensure_ascii=False) + "\n")
         finally:
             variants.backend.close()
-    return rows[:limit]
+    ids = {c["id"] for c in wanted}
+    return [row for row in rows if row["id"] in ids]
 
 
 def figures(rows: list[dict[str, Any]], verdicts: list[str]) -> dict[str, Any]:
@@ -192,12 +200,12 @@ def figures(rows: list[dict[str, Any]], verdicts: list[str]) -> dict[str, Any]:
     }
 
 
-def baseline(section: str, limit: int, profile: str) -> tuple[str, dict[str, str]]:
+def baseline(section: str, profile: str) -> tuple[str, dict[str, str]]:
     """The shipped judge's verdicts on the set: from this module's ``shipped`` rows where
     they were read, else from ``make eval``'s results."""
     path = FEATURES / "variants" / f"shipped-{section}.jsonl"
     if path.exists():
-        rows = [json.loads(line) for line in path.open()][:limit]
+        rows = [json.loads(line) for line in path.open()]
         return "shipped judge (this module)", {row["id"]: row["verdict"] for row in rows}
     results = json.loads((EVAL_DIR / f"results-{profile}.json").read_text())
     return "shipped judge (make eval)", {r["id"]: r["verdict"] for r in results[section]["cases"]}
@@ -209,9 +217,10 @@ def main() -> None:
     parser.add_argument("--set", default="wice_dev", help=f"a make eval section, or {V2_TRAIN}")
     parser.add_argument("--limit", type=int, default=150)
     parser.add_argument("--profile", default="default")
+    parser.add_argument("--long", action="store_true", help="only pairs with long contexts")
     args = parser.parse_args()
-    rows = run(args.variant, args.set, args.limit, args.profile)
-    name, shipped = baseline(args.set, args.limit, args.profile)
+    rows = run(args.variant, args.set, args.limit, args.profile, args.long)
+    name, shipped = baseline(args.set, args.profile)
     rows = [row for row in rows if row["id"] in shipped]
     either = [
         GROUNDED if GROUNDED in (row["verdict"], shipped[row["id"]]) else NOT_GROUNDED
