@@ -60,8 +60,8 @@ CHUNKS_PER_CLAIM = 2
 MAX_CLAIMS = 8
 #: Where a claim's evidence is looked for in a context longer than one chunk: ``chunks``, its
 #: ``chunks_per_claim`` likeliest chunks; ``sentences``, one piece made of the context's
-#: sentences likeliest to hold it (``claims.assemble_evidence``). ``sentences`` is measured in
-#: benchmarks/README.md and not yet the service's choice.
+#: sentences likeliest to hold it (``claims.assemble_evidence``). The service reads ``chunks``:
+#: ``sentences`` won on WiCE and lost on the project's long answers (benchmarks/README.md).
 EVIDENCE = ("chunks", "sentences")
 
 
