@@ -1,24 +1,26 @@
-"""Two more ways of reading a claim, measured on WiCE dev against the judge as it ships.
+"""The judge read other ways, beside the judge as it ships, on one set (issue 32).
 
-Issue 32 names checking a claim fact by fact as a candidate: most of WiCE's negatives are
-claims the article supports only in part. Both variants run the service's own judge
-(``GroundednessService.judge_request``, default profile, its learned reading and one cut) on
-the first claims of ``make eval``'s WiCE dev draw, and are compared with ``make eval``'s
-verdicts on the same claims (``benchmarks/eval/results-<profile>.json``; the judge gives the
-same verdict for the same request, so those verdicts stand for a rerun, which the ``facts``
-variant also makes):
+Every variant runs the service's own judge (its reader, questions, learned reading, one cut
+and early stop; default profile) on the set's first pairs:
 
+- ``shipped``: the judge as the service reads it, to compare the others with in one run.
 - ``facts``: the chat model splits the claim into facts (a few-shot prompt, greedy), and the
-  judge reads the facts as a response of several claims, so the weakest fact decides.
+  judge reads the facts as a response of several claims, so the weakest fact decides; the
+  whole claim is read again beside it.
 - ``assembled``: the judge with ``evidence="sentences"``: each claim read against the
-  document's sentences likeliest to hold its evidence (ranked by the judge's own term
+  context's sentences likeliest to hold its evidence (ranked by the judge's own term
   overlap), in document order, up to one chunk's tokens (``claims.assemble_evidence``):
-  evidence spread over the document in one reading instead of the two likeliest chunks.
+  evidence spread over the context in one reading instead of the two likeliest chunks.
 
-Rows are appended to ``benchmarks/judge/.features/variants/<variant>-<set>.jsonl`` (git-ignored),
-so a run resumes where it stopped; the figures are printed at the end.
+Sets: ``make eval``'s groundedness sections (``wice_dev`` by default) or the second set's
+train split (``groundedness_v2_train``); ``--long`` keeps the long contexts only, the only
+pairs ``assembled`` reads differently. The variant is compared with the ``shipped`` rows of
+the same set where they were read, else with ``make eval``'s verdicts (the judge gives the
+same verdict to the same request). Rows are appended to
+``benchmarks/judge/.features/variants/<variant>-<set>.jsonl`` (git-ignored), so a run
+resumes where it stopped; the figures are printed at the end.
 
-    python -m benchmarks.judge.variants --variant assembled --limit 150
+    python -m benchmarks.judge.variants --variant assembled --set wice_dev --limit 150
 """
 
 from __future__ import annotations
@@ -31,7 +33,6 @@ from typing import Any
 from tqdm import tqdm
 
 from backend.groundedness.judge import GroundednessJudge
-from backend.groundedness.request import groundedness_request
 from benchmarks.eval.metrics import GROUNDED, NOT_GROUNDED, balanced_accuracy
 from benchmarks.eval.run_eval import EVAL_DIR, groundedness_cases, load_jsonl
 from benchmarks.judge.collect import FEATURES
@@ -81,14 +82,6 @@ class Variants:
         self.backend = InProcessBackend(profile=profile)
         self.service = self.backend._groundedness_service.get()
 
-    def judge(self, context: str, response: str) -> dict[str, Any]:
-        from backend.protocol.schemas import ChatCompletionRequest
-        from backend.protocol.validation import parse_request
-
-        request = parse_request(ChatCompletionRequest, groundedness_request(context, response))
-        verdict, assessment = self.service.judge_request(request)
-        return {"verdict": verdict, "support": assessment.support}
-
     def facts(self, case: dict[str, Any]) -> dict[str, Any]:
         started = time.perf_counter()
         reply = self.backend.chat(
@@ -103,19 +96,19 @@ class Variants:
         )
         facts = facts_of(reply.choices[0].message.content or "") or [case["response"]]
         split = time.perf_counter()
-        row = {"facts": facts, **self.judge(case["context"], "\n".join(facts))}
+        row = {"facts": facts, **self._judged(case["context"], "\n".join(facts), "chunks")}
         judged = time.perf_counter()
-        row["whole"] = self.judge(case["context"], case["response"])["verdict"]
+        row["whole"] = self._judged(case["context"], case["response"], "chunks")["verdict"]
         row["seconds"] = {"split": split - started, "facts": judged - split}
         return row
 
     def shipped(self, case: dict[str, Any]) -> dict[str, Any]:
-        return self._judged(case, "chunks")
+        return self._judged(case["context"], case["response"], "chunks")
 
     def assembled(self, case: dict[str, Any]) -> dict[str, Any]:
-        return self._judged(case, "sentences")
+        return self._judged(case["context"], case["response"], "sentences")
 
-    def _judged(self, case: dict[str, Any], evidence: str) -> dict[str, Any]:
+    def _judged(self, context: str, response: str, evidence: str) -> dict[str, Any]:
         """The service's judge (its reader, questions, learned reading, thresholds and early
         stop), looking for each claim's evidence as ``evidence`` says."""
         started = time.perf_counter()
@@ -128,7 +121,7 @@ class Variants:
             evidence=evidence,
         )
         with self.service.reader.turn():
-            assessment = judge.assess(case["context"], case["response"])
+            assessment = judge.assess(context, response)
         return {
             "verdict": calibration.verdict(assessment.support),
             "support": assessment.support,
@@ -184,7 +177,7 @@ def figures(rows: list[dict[str, Any]], verdicts: list[str]) -> dict[str, Any]:
     called = {c: sum(v == GROUNDED for row, v in pairs if row["category"] == c) for c in categories}
     totals = {c: sum(row["category"] == c for row in rows) for c in categories}
 
-    def accuracy_where(keep) -> float:
+    def accuracy_where(keep) -> float | None:
         kept = [(row["label"], v) for row, v in pairs if keep(row)]
         return round(balanced_accuracy(*zip(*kept, strict=True)), 3) if kept else None
 
