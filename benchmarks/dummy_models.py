@@ -113,11 +113,17 @@ def build(folder: Path, causal: bool, device: str, tiny: bool = False) -> dict:
 
 
 def dummy_models(
-    target: Path, profile: str, device: str, chat_source: Path | None, tiny: bool
+    target: Path,
+    profile: str,
+    device: str,
+    chat_source: Path | None,
+    tiny: bool,
+    embeddings: bool = True,
 ) -> tuple[Path, Path | None, dict]:
     """Build the chat model (from ``chat_source``, else the kit's, else the profile's) and,
-    where the kit carries it, the embedding model, under ``target``: their folders (None: the
-    profile's own embedding model serves) and the chat model's sizes."""
+    where the kit carries it and ``embeddings`` asks for it, the embedding model, under
+    ``target``: their folders (None: the profile's own embedding model serves) and the chat
+    model's sizes."""
     chat = target / "chat"
     source = chat_source or kit_folder(KIT_CHAT)
     if source is not None:
@@ -125,10 +131,10 @@ def dummy_models(
     else:
         profile_chat_files(profile, chat)
     sizes = build(chat, causal=True, device=device, tiny=tiny)
-    embeddings = None
-    kit_embeddings = kit_folder(KIT_EMBEDDINGS)
-    if kit_embeddings is not None:
-        embeddings = target / "embeddings"
-        unpack(kit_embeddings, embeddings)
-        build(embeddings, causal=False, device=device, tiny=tiny)
-    return chat, embeddings, sizes
+    kit_embeddings = kit_folder(KIT_EMBEDDINGS) if embeddings else None
+    if kit_embeddings is None:
+        return chat, None, sizes
+    folder = target / "embeddings"
+    unpack(kit_embeddings, folder)
+    build(folder, causal=False, device=device, tiny=tiny)
+    return chat, folder, sizes

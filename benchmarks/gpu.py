@@ -64,17 +64,34 @@ def copy_rate(device: str, nbytes: int) -> float:
     return 2 * nbytes / seconds
 
 
+def bench_device() -> str:
+    """``CORE_DEVICE`` when set, else CUDA where there is one, else the CPU."""
+    return os.environ.get("CORE_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+
+
+def device_label(sizes: dict, device: str) -> str:
+    """What every figure on the dummy chat model says of its weights and device."""
+    name = torch.cuda.get_device_name() if device.startswith("cuda") else "CPU"
+    return f"random weights ({sizes['params'] / 1e6:.0f} M parameters, bf16), {name}"
+
+
+def transformers_engine(chat: Path | str, device: str, **options):
+    """The transformers engine on ``chat`` in bf16; ``options`` go to
+    ``TransformersChatEngine`` (``parallel``, ``deterministic``, ``cuda_graphs``: unset, the
+    environment's or the default)."""
+    from backend.engines.transformers_chat import TransformersChatEngine
+
+    return TransformersChatEngine(str(chat), device=device, dtype="bfloat16", **options)
+
+
 class GPUBench:
     """The dummy chat model on the engine, the service over it, and ``generate`` on its weights."""
 
     def __init__(self, chat: Path, device: str, streams: int, new_tokens: int) -> None:
         from backend.backends.local import InProcessBackend
-        from backend.engines.transformers_chat import TransformersChatEngine
 
         self.device, self.new_tokens = device, new_tokens
-        self.engine = TransformersChatEngine(
-            str(chat), device=device, dtype="bfloat16", parallel=streams, cuda_graphs=True
-        )
+        self.engine = transformers_engine(chat, device, parallel=streams, cuda_graphs=True)
         self.service = InProcessBackend(chat_engine_instance=self.engine)
         self.messages = [
             [{"role": "user", "content": chat_prompt(variant, PROMPT_WORDS)}]
@@ -309,15 +326,14 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="a dry run: small model, few tokens")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results-gpu.json"))
     args = parser.parse_args()
-    device = os.environ.get("CORE_DEVICE") or ("cuda" if torch.cuda.is_available() else "cpu")
+    device = bench_device()
     streams, new_tokens = (4, 8) if args.tiny else (STREAMS, NEW_TOKENS)
     with tempfile.TemporaryDirectory(prefix="core-gpu-bench-") as folder:
         chat, embeddings, sizes = dummy_models(
             Path(folder), args.profile, device, args.source, args.tiny
         )
         floor = copy_rate(device, 1 << (26 if args.tiny else 32)) / sizes["bytes_per_token"]
-        name = torch.cuda.get_device_name() if device.startswith("cuda") else "CPU"
-        label = f"random weights ({sizes['params'] / 1e6:.0f} M parameters, bf16), {name}"
+        label = device_label(sizes, device)
         started = time.perf_counter()
         bench = GPUBench(chat, device, streams, new_tokens)
         print(f"engine ready in {time.perf_counter() - started:.1f} s", flush=True)
