@@ -3,9 +3,9 @@ call when one begins.
 
 A ``Generation`` runs once and its tokens go through an ``OutputProcessor``. With
 ``AnswerOrCall`` (``tool_choice`` ``auto`` where calls are constrained) the model decides
-whether to call a tool: the answer is generated freely (its first token greedily at any
-temperature, so that calling is the model's most likely choice, not a draw) until its first
-tokens show which it is (``backend.chat.tool_calls.opens_tool_call``); if they open a call,
+whether to call a tool: the answer is generated freely (greedily at any temperature until
+its first tokens show which it is, ``backend.chat.tool_calls.opens_tool_call``, so that
+calling is the model's most likely choice, not a draw); if they open a call,
 that free start is dropped and the call is generated again from its opening, under the
 constraint that makes it match a tool's schema. A plain answer continues as it started,
 unconstrained and unslowed; one in a ``response_format`` is generated again from the start
@@ -31,12 +31,10 @@ from backend.protocol.schemas import TokenLogprob
 DescribeToken = Callable[[int], TokenLogprob]
 
 #: Tokens read at most before deciding that an answer is not a call (a fence and ``{"name"``
-#: take about six).
+#: take about six). Until the decision they are chosen greedily at any temperature: a
+#: sampled lead-in ("Here is the JSON:") or fence ("```xml") would turn the model's call into
+#: prose, a draw that failed CI once (benchmarks/README.md).
 OPENING_TOKENS = 16
-#: The answer's first tokens, chosen greedily at any temperature: the first token of a call
-#: (``<tool_call>``, a fence or ``{``) is the model's choice to call, and a sampled lead-in
-#: ("Here is the JSON:") would turn a call into prose (benchmarks/README.md).
-DECIDING_TOKENS = 1
 
 
 def answer_events(
@@ -74,20 +72,29 @@ def _answer_or_call(
     logprobs: DescribeToken | None,
 ) -> Iterator[OutputEvent]:
     answer = _Reading(engine, prompt.answer, stop, should_stop, logprobs)
-    # Whether to call is decided on the model's most likely first token, not drawn at the
-    # request's temperature; what follows is sampled as asked.
-    opening = dataclasses.replace(params, greedy_opening=DECIDING_TOKENS)
-    free = engine.generate(prompt.answer.ids, opening, answer.should_stop)
+    json_answers = prompt.answer.constraint is not None
+
+    def call_opened(tokens: Sequence[int]) -> bool | None:
+        text = engine.tokenizer.decode(tokens, skip_special_tokens=False)  # type: ignore[attr-defined]
+        return opens_tool_call(text, json_answers=json_answers)
+
+    # Whether to call is decided on the model's most likely opening, not drawn at the
+    # request's temperature; what follows the decision is sampled as asked.
+    deciding = dataclasses.replace(
+        params,
+        greedy_opening=OPENING_TOKENS,
+        opening_decided=lambda tokens: call_opened(tokens) is not None,
+    )
+    free = engine.generate(prompt.answer.ids, deciding, answer.should_stop)
     try:
         opening: list[int] = []
         is_call = None
         for token in free:
             opening.append(token)
-            text = engine.tokenizer.decode(opening, skip_special_tokens=False)  # type: ignore[attr-defined]
-            is_call = opens_tool_call(text, json_answers=prompt.answer.constraint is not None)
+            is_call = call_opened(opening)
             if is_call is not None or len(opening) >= OPENING_TOKENS:
                 break
-        if not is_call and prompt.answer.constraint is None:
+        if not is_call and not json_answers:
             yield from answer.read(itertools.chain(opening, free))
             return
     finally:

@@ -57,8 +57,11 @@ class SamplingParams:
             20 makes ``generate`` yield ``ScoredToken`` ids carrying each token's
             log-probability and those of the ``top_logprobs`` most likely tokens
             (``backend.engines.logprobs``).
-        greedy_opening: the first this many tokens are chosen greedily whatever the
+        greedy_opening: at most this many first tokens are chosen greedily whatever the
             temperature (``backend.engines.sampling.TokenChooser``).
+        opening_decided: ends the greedy opening early: called with the tokens chosen so
+            far (on the engine's thread), it returns True once they carry the decision the
+            opening is greedy for; the tokens after are drawn as asked.
     """
 
     max_new_tokens: int
@@ -67,6 +70,7 @@ class SamplingParams:
     seed: int | None = None
     top_logprobs: int | None = None
     greedy_opening: int = 0
+    opening_decided: Callable[[Sequence[int]], bool] | None = None
 
     @property
     def greedy(self) -> bool:

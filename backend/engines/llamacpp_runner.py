@@ -201,15 +201,21 @@ class BatchingRunner(RequestRunner):
 
     def _drop_finished(self) -> None:
         """Free the slots of requests whose callers stopped reading or asked to stop."""
+        self._drop_cancelled()
         for slot in self._running():
-            request = slot.request
-            if request.cancelled.is_set():
-                self._release(slot)
-            elif request.score is None and stop_asked(request):
+            if slot.request.score is None and stop_asked(slot.request):
                 self._finish(slot)
+
+    def _drop_cancelled(self) -> None:
+        for slot in self._running():
+            if slot.request.cancelled.is_set():
+                self._release(slot)
 
     def _admit(self) -> None:
         with self._wake:
+            # A caller's close of its generation, made before its next request was queued, is
+            # seen here even just after ``_drop_finished``: its requests in sequence run alone.
+            self._drop_cancelled()
             while self._waiting and self._waiting[0].cancelled.is_set():
                 self._waiting.popleft()
             if not self._waiting:

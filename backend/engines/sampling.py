@@ -120,8 +120,9 @@ def _sample_values(
 
 
 class TokenChooser:
-    """Chooses the tokens of one generation, one call per step: the first
-    ``params.greedy_opening`` greedily, the rest as ``params`` asks (``choose_token``).
+    """Chooses the tokens of one generation, one call per step: an opening greedily (at most
+    ``params.greedy_opening`` tokens, until ``params.opening_decided`` says they carry their
+    decision), the rest as ``params`` asks (``choose_token``).
 
     A greedy opening makes the decision the first tokens carry (whether an answer is a tool
     call, ``backend.chat.generation``) the model's most likely one rather than a draw.
@@ -140,12 +141,19 @@ class TokenChooser:
         self._generator = generator
         self._history: list[int] = []
 
+    def _opening_goes_on(self) -> bool:
+        decided = self._params.opening_decided
+        if decided is not None and self._history and decided(self._history):
+            self._opening_left = 0
+            return False
+        return True
+
     def __call__(self, logits: torch.Tensor, best: int | None = None) -> int:
         """The next token from ``logits``; ``best``, where the caller already has the row's
         argmax (a batch's, read in one copy), is taken as it is when the choice is plainly
         greedy (no mask, no log-probabilities), without another read of the logits."""
         params = self._params
-        if self._opening_left > 0:
+        if self._opening_left > 0 and self._opening_goes_on():
             self._opening_left -= 1
             params = self._opening
         if (

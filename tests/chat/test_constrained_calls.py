@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from backend.chat.generation import OPENING_TOKENS
 from backend.chat.tool_calls import opens_tool_call
 from backend.testing import ScriptedChatEngine, offline_backend
 
@@ -93,12 +94,17 @@ def test_auto_leaves_a_plain_answer_unconstrained_and_generated_once():
 
 
 @pytest.mark.parametrize("reply", ['<tool_call>\n{"name": "get_weather"', "It is sunny."])
-def test_whether_to_call_is_decided_on_the_most_likely_first_token_at_any_temperature(reply):
+def test_whether_to_call_is_decided_on_the_most_likely_opening_at_any_temperature(reply):
     engine, _ = _chat(reply, tools=[WEATHER], temperature=0.9, seed=5)
     answer, *call = engine.params
-    assert answer.greedy_opening == 1 and answer.temperature == 0.9
+    assert answer.greedy_opening == OPENING_TOKENS and answer.temperature == 0.9
+    # The opening stays greedy until its tokens show whether they open a call, then ends.
+    decided = answer.opening_decided
+    ids = engine.tokenizer.encode
+    assert not decided(ids("```")) and not decided(ids("```json\n{"))
+    assert decided(ids('```json\n{"name"')) and decided(ids("```xml\n")) and decided(ids("It"))
     # A call, once chosen, and every other generation are drawn as asked from the start.
-    assert all(params.greedy_opening == 0 for params in call)
+    assert all(params.greedy_opening == 0 and params.opening_decided is None for params in call)
     engine, _ = _chat("Hello.", temperature=0.9)
     assert [params.greedy_opening for params in engine.params] == [0]
 

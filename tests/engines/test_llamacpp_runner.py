@@ -366,6 +366,48 @@ def test_closing_the_iterator_frees_the_place(make_runner):
     assert generate(runner, [4, 5], 5) == expected_answer([4, 5], 5)
 
 
+class _PausingRunner(BatchingRunner):
+    """Stops once between a step's ``_drop_finished`` and its ``_admit`` when asked."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        self.pause = threading.Event()
+        self.paused = threading.Event()
+        self.go_on = threading.Event()
+        super().__init__(*args, **kwargs)
+
+    def _drop_finished(self) -> None:
+        super()._drop_finished()
+        if self.pause.is_set():
+            self.pause.clear()
+            self.paused.set()
+            self.go_on.wait()
+
+
+def test_a_request_queued_after_its_caller_closed_a_generation_runs_alone():
+    # The close lands just after the runner's step dropped finished requests, then the
+    # caller's next request is queued: it must still be laid out alone, not beside the
+    # generation its caller has closed.
+    native = FakeLlamaCpp(4096)
+    runner = _PausingRunner("ctx", VOCAB, slots=4, kv_cells=4096, native=native)
+    try:
+        first = runner.generate([1, 2, 3], 10_000, greedy, lambda: False, frozenset({END}))
+        next(first)
+        runner.pause.set()
+        wait_for(runner.paused.is_set, "the runner between dropping and admitting")
+        first.close()
+        answer: list[int] = []
+        second = threading.Thread(target=lambda: answer.extend(generate(runner, [4, 5], 5)))
+        second.start()
+        wait_for(lambda: len(runner._waiting) == 1, "the second request queued")
+        runner.go_on.set()
+        second.join()
+        assert answer == expected_answer([4, 5], 5)
+        assert runner.fresh_layouts == 2 and runner.largest_decode_batch == 1
+    finally:
+        runner.go_on.set()
+        runner.close()
+
+
 def test_should_stop_ends_a_generation_between_steps(make_runner):
     runner, _ = make_runner()
     produced = []

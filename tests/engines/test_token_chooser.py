@@ -42,6 +42,27 @@ def test_after_the_opening_the_draws_are_those_of_the_same_seed_without_it():
     assert _choices(opened, 30)[1:] == _choices(sampled, 29)
 
 
+def test_the_opening_ends_once_its_tokens_carry_their_decision():
+    seen: list[list[int]] = []
+
+    def decided(tokens):
+        seen.append(list(tokens))
+        return len(tokens) == 3
+
+    opened = SamplingParams(
+        max_new_tokens=40, temperature=1.0, greedy_opening=16, opening_decided=decided
+    )
+    for seed in range(20):
+        seen.clear()
+        choices = _choices(opened, 40, seed)
+        assert choices[:3] == [0, 0, 0]
+        assert set(choices[3:]) != {0}  # drawn from the decision on, not for 16 tokens
+        # Asked before each opening token after the first, and never again once decided.
+        assert seen == [[0], [0, 0], [0, 0, 0]]
+    # Draws after it are those of the same seed without the opening, as for a fixed one.
+    assert _choices(opened, 30)[3:] == _choices(SamplingParams(40, temperature=1.0), 27)
+
+
 def test_greedy_requests_are_unchanged():
     greedy = SamplingParams(max_new_tokens=5, temperature=0.0, greedy_opening=3)
     assert _choices(greedy, 5) == [0] * 5
