@@ -92,6 +92,10 @@ def _opens_call_object(text: str) -> bool | None:
         compact = compact[1:]
         if not compact:
             return None
+    if compact.startswith("{{"):
+        # Qwen2.5-Coder's chat template shows the call format with its braces doubled
+        # (``{{"name": <function-name>, ...}}``), and its models sometimes copy them.
+        compact = compact[1:]
     if compact.startswith(_CALL_OBJECT_START):
         return True
     return None if _CALL_OBJECT_START.startswith(compact) else False

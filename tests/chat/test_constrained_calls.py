@@ -69,6 +69,7 @@ def _chat(reply: str, **request):
         '```json\n{"name": "x"}',
         '{"name": "get_weather"',
         '[{"name": "get_weather"',
+        '{{"name": "get_weather", "arguments": {"city": "Oslo"}}}',
     ],
 )
 def test_auto_regenerates_a_call_that_the_model_opens_under_the_constraint(opening):
@@ -154,6 +155,12 @@ def test_no_tools_means_no_constraint():
         ('[ {"name"', True),
         ("[1, 2]", False),
         ('{"type": "function"', False),
+        # The doubled braces of Qwen2.5-Coder's template, which its models copy.
+        ("{{", None),
+        ('{{"name"', True),
+        ('```json\n{{"name"', True),
+        ('{{"x"', False),
+        ("{{{", False),
     ],
 )
 def test_opens_tool_call_decides_from_the_first_characters(text, expected):
