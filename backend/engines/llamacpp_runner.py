@@ -22,9 +22,8 @@ them and read what their batch and their cells give, as in every batching server
 ``one_at_a_time`` every request runs alone, so none depends on another (``CORE_DETERMINISTIC``).
 
 The KV cache is shared by all slots (llama.cpp's unified cache). When it fills up, idle slots'
-cached prompts are dropped first; if running generations alone fill it, the one admitted last
-is set aside and later resumed by evaluating its prompt and the tokens it already produced
-(vLLM's recompute preemption), so no request fails for lack of cache.
+cached prompts are dropped first, then the running request admitted last is set aside, to be
+resumed from its prompt and the tokens it produced (vLLM's recompute preemption).
 """
 
 from __future__ import annotations
@@ -207,14 +206,13 @@ class BatchingRunner(RequestRunner):
                 self._finish(slot)
 
     def _drop_cancelled(self) -> None:
-        for slot in self._running():
-            if slot.request.cancelled.is_set():
-                self._release(slot)
+        """Free the slots of generations whose callers closed them."""
+        for slot in (s for s in self._running() if s.request.cancelled.is_set()):
+            self._release(slot)
 
     def _admit(self) -> None:
         with self._wake:
-            # A caller's close of its generation, made before its next request was queued, is
-            # seen here even just after ``_drop_finished``: its requests in sequence run alone.
+            # Under the queue's lock: a close before a caller's next request is seen here.
             self._drop_cancelled()
             while self._waiting and self._waiting[0].cancelled.is_set():
                 self._waiting.popleft()
@@ -320,9 +318,8 @@ class BatchingRunner(RequestRunner):
     def _make_room(self, cells: int) -> None:
         """Free ``cells`` KV cells: drop idle slots' caches (least recently used first), then
         set aside the newest running requests while more than one runs."""
-        for idle in sorted(
-            (s for s in self._slots if s.request is None), key=lambda s: s.last_used
-        ):
+        idle_slots = (s for s in self._slots if s.request is None)
+        for idle in sorted(idle_slots, key=lambda s: s.last_used):
             if self._cache.cells_in_use() + cells <= self._kv_cells:
                 return
             self._cache.truncate(idle, 0)
