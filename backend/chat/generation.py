@@ -33,7 +33,7 @@ DescribeToken = Callable[[int], TokenLogprob]
 #: Tokens read at most before deciding that an answer is not a call (a fence and ``{"name"``
 #: take about six). Until the decision they are chosen greedily at any temperature: a
 #: sampled lead-in ("Here is the JSON:") or fence ("```xml") would turn the model's call into
-#: prose, a draw that failed CI once (benchmarks/README.md).
+#: prose, a draw that once failed a fresh-clone run of the suite (benchmarks/README.md).
 OPENING_TOKENS = 16
 
 
