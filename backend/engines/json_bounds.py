@@ -58,6 +58,7 @@ VALUE_REPEAT_PIECE = 16
 VALUE_REPEAT_PIECE_MAX = 512
 
 _QUOTE, _BACKSLASH, _COMMA = 0x22, 0x5C, 0x2C
+_OBJECT, _ARRAY, _CLOSERS = 0x7B, 0x5B, frozenset(b"}]")
 _NUMBER_BYTES = frozenset(b"0123456789.eE+-")
 #: Bytes that, outside strings, lay out JSON's structure rather than write a value.
 _STRUCTURE_BYTES = frozenset(b"{}[],: \t\n\r")
@@ -93,7 +94,8 @@ def _max_lengths(schema: Any) -> Iterator[int]:
 class JSONScanner:
     """Follows generated JSON text, given as UTF-8 bytes in pieces (tokens): whether a string
     is open and how far it and the whole text have run, in characters (escapes count as
-    written). ``reached``: a bound was reached at some point."""
+    written), and whether that string, or the next one, is a member's name. ``reached``: a
+    bound was reached at some point."""
 
     def __init__(self, bounds: JSONBounds) -> None:
         self.bounds = bounds
@@ -107,6 +109,9 @@ class JSONScanner:
         self._text = bytearray()  # everything so far
         self.value_repeating = False  # items or members written in a loop
         self.reached = False
+        self._containers = bytearray()  # the open objects and arrays, innermost last
+        self.name_next = False  # the next string opened is a member's name
+        self.in_name = False  # the open string is a member's name
 
     def feed(self, data: bytes) -> JSONScanner:
         for byte in data:
@@ -131,12 +136,15 @@ class JSONScanner:
                 self.number_chars = self.number_chars + 1 if byte in _NUMBER_BYTES else 0
                 if byte == _QUOTE:
                     self.in_string, self.string_chars, self.repeating = True, 0, False
+                    self.in_name, self.name_next = self.name_next, False
                     self._string.clear()
+                else:
+                    self._follow_structure(byte)
             elif self.escaped:
                 self.escaped = False
                 self.string_chars += 1
             elif byte == _QUOTE:
-                self.in_string = False
+                self.in_string = self.in_name = False
                 self._string.clear()
             else:
                 self.escaped = byte == _BACKSLASH
@@ -145,6 +153,19 @@ class JSONScanner:
                 self.reached = True
             self.reached = self.reached or self.repeating
         return self
+
+    def _follow_structure(self, byte: int) -> None:
+        """Keeps the open containers, and whether a member's name comes next: after an
+        object's opening brace or a comma between its members."""
+        if byte in (_OBJECT, _ARRAY):
+            self._containers.append(byte)
+            self.name_next = byte == _OBJECT
+        elif byte in _CLOSERS:
+            if self._containers:
+                self._containers.pop()
+            self.name_next = False
+        elif byte == _COMMA:
+            self.name_next = bool(self._containers) and self._containers[-1] == _OBJECT
 
     @property
     def string_full(self) -> bool:
@@ -188,18 +209,25 @@ def reached_bound(text: str, bounds: JSONBounds) -> bool:
     return JSONScanner(bounds).feed(text.encode()).reached
 
 
-def writes_structure(piece: bytes, in_string: bool, escaped: bool) -> bool:
-    """Whether a token's bytes, written after text whose string state is given (a string
-    open, its last byte an escape), lay out structure: open or close an object or array, add
-    an item or member (a comma), or write layout between them. Inside a string nothing is
-    structure; a string's closing quote and the scalars (numbers, ``true``...) are values.
+def writes_structure(
+    piece: bytes, in_string: bool, escaped: bool, in_name: bool = False, name_next: bool = False
+) -> bool:
+    """Whether a token's bytes, written after text whose state is given (a string open, its
+    last byte an escape, that string a member's name, a member's name next), lay out
+    structure: open or close an object or array, add an item or member (a comma), name a
+    member, or write layout between them. Inside a value's string nothing is structure; that
+    string's quotes and the scalars (numbers, ``true``...) are values.
 
     A constrained answer sampled at a temperature takes such tokens greedily
     (``backend.engines.sampling.choose_token``): how many calls a reply holds, whether an
-    object gets another member, are the model's most likely choice, not a draw.
+    object gets another member and what it is named, are the model's most likely choice, not
+    a draw (sampled at 0.7, the small model once named a JSON-mode answer's second member
+    " punchline": benchmarks/README.md).
     """
     for byte in piece:
         if in_string:
+            if in_name:
+                return True
             if escaped:
                 escaped = False
             elif byte == _BACKSLASH:
@@ -207,6 +235,8 @@ def writes_structure(piece: bytes, in_string: bool, escaped: bool) -> bool:
             elif byte == _QUOTE:
                 in_string = False
         elif byte == _QUOTE:
+            if name_next:
+                return True
             in_string = True
         elif byte in _STRUCTURE_BYTES:
             return True

@@ -1,7 +1,8 @@
 """Choosing a token from logits by temperature and top-p (the engines' own decode loops).
 
 Under a JSON constraint, a sampled answer's structure is chosen greedily and only its values
-are drawn: whether a reply holds another tool call, whether an object gets another member.
+are drawn: whether a reply holds another tool call, whether an object gets another member,
+what that member is named.
 Drawn at temperature 0.7, the 0.5B model's agent-loop reply held two or three calls of the
 one call it most likely makes, and a JSON-mode answer an extra member, a few times in a
 hundred (benchmarks/README.md); its most likely structure is what a caller relies on.

@@ -131,7 +131,13 @@ class TokenMask:
     def writes_structure(self, token: int) -> bool:
         """Whether ``token``, written next, lays out JSON structure (``writes_structure``)."""
         scanner = self._scanner
-        return writes_structure(self._vocab[token], scanner.in_string, scanner.escaped)
+        return writes_structure(
+            self._vocab[token],
+            scanner.in_string,
+            scanner.escaped,
+            scanner.in_name,
+            scanner.name_next,
+        )
 
     def accept(self, token: int) -> None:
         if not self._matcher.accept_token(token):

@@ -101,6 +101,31 @@ def test_a_number_is_full_at_its_bound_and_strings_and_words_do_not_count():
     assert scanner.number_full and scanner.reached
 
 
+@pytest.mark.parametrize(
+    ("text", "in_name", "name_next"),
+    [
+        (b"{", False, True),
+        (b'{"se', True, False),
+        (b'{"set\\"up', True, False),  # an escaped quote: the name goes on
+        (b'{"setup"', False, False),
+        (b'{"setup": "a, {b', False, False),  # text inside a value
+        (b'{"setup": "a, {b"', False, False),
+        (b'{"setup": "a, {b",', False, True),
+        (b'{"setup": "a", "p', True, False),
+        (b'{"list": [', False, False),
+        (b'{"list": [1, "x",', False, False),  # items of an array have no names
+        (b'{"list": [{', False, True),
+        (b'{"list": [{"a": 1}],', False, True),  # back in the object
+        (b'{"a": {"b": 1}},', False, False),  # outside every container
+    ],
+)
+def test_the_scanner_knows_where_a_members_name_is_written(text, in_name, name_next):
+    scanner = JSONScanner(JSONBounds())
+    for byte in text:  # fed a byte at a time: tokens cut anywhere
+        scanner.feed(bytes([byte]))
+    assert (scanner.in_name, scanner.name_next) == (in_name, name_next)
+
+
 def test_reached_bound_reads_whole_texts():
     bounds = JSONBounds(string_chars=5, total_chars=30)
     assert not reached_bound('{"a": "abcd", "b": "1234"}', bounds)
@@ -328,3 +353,17 @@ def test_a_sampled_answer_without_max_tokens_ends_with_a_valid_object(small_back
 )
 def test_what_writes_structure(piece, in_string, escaped, structure):
     assert writes_structure(piece, in_string, escaped) is structure
+
+
+@pytest.mark.parametrize(
+    ("piece", "in_string", "in_name", "name_next", "structure"),
+    [
+        (b'"', False, False, True, True),  # a member's name opened
+        (b'"punch', False, False, True, True),
+        (b" punch", True, True, False, True),  # a name's bytes
+        (b'":', True, True, False, True),
+        (b'"punch', False, False, False, False),  # a value's string opened
+    ],
+)
+def test_a_members_name_is_structure(piece, in_string, in_name, name_next, structure):
+    assert writes_structure(piece, in_string, False, in_name, name_next) is structure
