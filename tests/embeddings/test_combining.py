@@ -9,6 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from backend.embeddings.combining import CombiningRunner
+from tests.waiting import HANG_GUARD_S
 
 
 class RecordingModel:
@@ -21,7 +22,7 @@ class RecordingModel:
     def run(self, items):
         self.batches.append(list(items))
         if len(self.batches) == 1:
-            assert self.release_first.wait(5)
+            assert self.release_first.wait(HANG_GUARD_S)
         if any(item == "bad" for item in items):
             raise ValueError("bad item")
         return [item * 2 for item in items]

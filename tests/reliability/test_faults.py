@@ -95,7 +95,7 @@ def test_sigterm_drains_in_flight_requests_while_new_ones_get_503(figures):
         _wait_running(http, len(in_flight))
         signalled = time.monotonic()
         server.process.send_signal(signal.SIGTERM)
-        time.sleep(0.1)  # the signal lands on the server's next tick
+        wait_for(lambda: http.get("/ready").status_code == 503, "the signal's landing")
         status, message = _ask(http, "too late", stream=False)
         assert (status, message[:31]) == (503, "the server is shutting down; re")
         for (content, _), answer in zip(in_flight, answers, strict=True):

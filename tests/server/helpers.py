@@ -17,7 +17,12 @@ OTHER_KEY = "second-key-abcdef"
 
 class SlowChatEngine(ScriptedChatEngine):
     """A scripted engine that can wait for a gate, sleeps before each token, can fail after
-    some tokens, and records how many tokens it produced (``generated``)."""
+    some tokens, and records how many tokens it produced (``generated``).
+
+    With ``hold_after``, it stops producing after that many tokens until it is asked to
+    stop, so it can end early only by being stopped: a test of stopping then waits for that
+    state, not for a time within which the whole reply would have been written.
+    """
 
     def __init__(
         self,
@@ -26,8 +31,10 @@ class SlowChatEngine(ScriptedChatEngine):
         first_delay: float = 0.0,
         fail_after: int | None = None,
         gate: threading.Event | None = None,
+        hold_after: int | None = None,
     ) -> None:
         super().__init__(reply)
+        self.hold_after = hold_after
         self.delay = delay
         self.first_delay = first_delay
         self.fail_after = fail_after
@@ -52,5 +59,14 @@ class SlowChatEngine(ScriptedChatEngine):
                     raise RuntimeError("engine exploded (secret internal detail)")
                 time.sleep(self.delay)
                 yield token
+                if self.hold_after is not None and i + 1 >= self.hold_after:
+                    _wait_until(should_stop)
         finally:
             self.finished.set()
+
+
+def _wait_until(condition: Callable[[], bool], guard_s: float = 60.0) -> None:
+    """Poll ``condition`` until it holds (or a guard against a hang has passed)."""
+    deadline = time.monotonic() + guard_s
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.005)

@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import signal
 import sys
-import time
 
 import httpx
 import pytest
 
 from backend.testing.servers import ServerProcess
+from tests.waiting import wait_for
 
 REQUEST = {"model": "core-1-mini-chat", "messages": [{"role": "user", "content": "hi"}]}
 
@@ -22,7 +22,8 @@ def test_sigterm_drains_then_exits(tmp_path):
             stream = client.stream_chat(REQUEST)
             next(stream)
             server.process.send_signal(signal.SIGTERM)
-            time.sleep(0.3)
+            ready = f"{server.url}/ready"
+            wait_for(lambda: httpx.get(ready).status_code == 503, "the signal's landing")
             refused = httpx.post(
                 f"{server.url}/v1/core/chat/completions",
                 json=REQUEST,
