@@ -10,6 +10,7 @@ from collections.abc import Callable, Generator, Sequence
 from backend.engines.base import SamplingParams
 from backend.testing import ScriptedChatEngine
 from backend.testing.servers import TEST_API_KEY
+from tests.waiting import HANG_GUARD_S
 
 API_KEY = TEST_API_KEY
 OTHER_KEY = "second-key-abcdef"
@@ -65,8 +66,10 @@ class SlowChatEngine(ScriptedChatEngine):
             self.finished.set()
 
 
-def _wait_until(condition: Callable[[], bool], guard_s: float = 60.0) -> None:
-    """Poll ``condition`` until it holds (or a guard against a hang has passed)."""
+def _wait_until(condition: Callable[[], bool], guard_s: float = HANG_GUARD_S) -> None:
+    """Poll ``condition`` until it holds, or the hang guard has passed. Not ``wait_for``:
+    a hold that failed must not end the generation (as an error would, which a test would
+    read as stopped) but let it run on to the end, which the test then sees."""
     deadline = time.monotonic() + guard_s
     while not condition() and time.monotonic() < deadline:
         time.sleep(0.005)

@@ -8,6 +8,7 @@ import asyncio
 import threading
 
 from backend.backends.local.threads import STREAM_AHEAD, iterate_in_thread, run_in_thread
+from tests.waiting import HANG_GUARD_S
 
 #: More than the default executor's threads on any machine.
 TOGETHER = 40
@@ -59,7 +60,7 @@ def test_a_streams_producer_waits_for_its_reader_and_ends_when_the_reader_leaves
     async def read_one_and_leave() -> int:
         stream = iterate_in_thread(produce, threading.Event())
         first = await anext(stream)
-        assert await asyncio.to_thread(waiting.wait, 60)
+        assert await asyncio.to_thread(waiting.wait, HANG_GUARD_S)
         await stream.aclose()
         return first
 
