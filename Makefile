@@ -19,7 +19,8 @@ STAMP := $(VENV)/.installed-$(subst $(comma),-,$(EXTRAS))
 NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 LLAMA_CPP_CMAKE_ARGS ?= -DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)'
 
-.PHONY: install install-default-model test notebooks serve lint clean eval bench bench-gpu train-judge train-cross-encoder
+.PHONY: install install-default-model test notebooks serve lint clean eval bench bench-gpu train-judge train-cross-encoder \
+	train-cross-encoder-long
 
 # The default chat model, unless CORE_MODEL_PROFILE=small asks for the small one only.
 MODEL_DEPS := $(if $(filter small,$(CORE_MODEL_PROFILE)),,install-default-model)
@@ -99,6 +100,18 @@ train-cross-encoder: install $(VENV)/.installed-train
 	$(PY) -m benchmarks.judge.cross_encoder train
 	$(PY) -m benchmarks.judge.cross_encoder evaluate
 	$(PY) -m benchmarks.judge.stacked
+
+# Its second version (measured and not shipped): adapters on all 12 layers, two epochs, with
+# long-premise sources (ConTRoL, MCTest, SummaC) read as the judge reads them (about an hour
+# on 2 cores), its figures, then WiCE dev in two folds with in-domain training (about 40
+# minutes). Writes benchmarks/judge/.features/cross-encoder-long and wice-folds.
+CROSS_ENCODER_LONG := --layers 12 --out benchmarks/judge/.features/cross-encoder-long
+train-cross-encoder-long: install $(VENV)/.installed-train
+	$(PY) -m benchmarks.judge.cross_encoder train $(CROSS_ENCODER_LONG) --long --epochs 2 \
+		--limit 12000 --max-length 512
+	$(PY) -m benchmarks.judge.cross_encoder evaluate $(CROSS_ENCODER_LONG)
+	$(PY) -m benchmarks.judge.wice_folds
+
 # Quality report (benchmarks/eval): groundedness, tool calls and retrieval, one table and one
 # benchmarks/eval/results-<profile>.json per profile. PROFILE=default or PROFILE=small for one.
 PROFILE ?= default small

@@ -7,9 +7,7 @@ train, so the lower layers run without building a graph and what would ship is w
 megabyte. A response's support is worked out as the judge works it out: its claims
 (``split_claims``), each claim's best chunk of 400 tokens (``chunk_context``), the weakest claim.
 
-The training pool is drawn (``SEED``) from the same public sources as the learned reading's,
-**minus every case the learned reading was trained on**: those 1,784 cases stay out, so that
-the cross-encoder's scores on them are held-out scores a stacked reading can be fitted on.
+What it trains on is drawn in ``cross_encoder_pool``.
 
     python -m benchmarks.judge.cross_encoder train [--threads 2]      # resumable, checkpoints
     python -m benchmarks.judge.cross_encoder evaluate                 # the measured sets
@@ -25,7 +23,6 @@ import logging
 import random
 import time
 from collections import Counter
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -35,47 +32,11 @@ from backend.engines.weights.embedded_e5 import EMBEDDED_E5_NAME, resolve_embedd
 from backend.groundedness.claims import chunk_context, rank_chunks, split_claims
 from backend.groundedness.judge import CHUNK_TOKENS, CHUNKS_PER_CLAIM, MAX_CLAIMS
 from benchmarks.judge.collect import FEATURES
-from benchmarks.judge.datasets import (
-    MEASURING,
-    SEED,
-    TRAINING,
-    Case,
-    _balanced,
-    begin_v1,
-    docnli,
-    janli,
-    jsick,
-    kornli,
-)
+from benchmarks.judge.cross_encoder_pool import LONG, POOL, first_chunks, training_pool
+from benchmarks.judge.datasets import MEASURING, SEED, TRAINING, Case
 
 logger = logging.getLogger("cross_encoder")
 OUT = FEATURES / "cross-encoder"
-
-#: The training pool: (source, at most this many cases, drawn half of each label). 17,276
-#: pairs are drawn (the sets with fewer entailments give fewer); one epoch took 26 minutes
-#: on one core.
-POOL: dict[str, tuple[Callable[[], list[Case]], int]] = {
-    "mnli": (lambda: docnli("MNLI"), 5000),
-    "fever": (lambda: docnli("FEVER-NLI"), 5000),
-    "kornli-test": (lambda: kornli("test"), 4600),
-    "jsick": (lambda: jsick(), 3000),
-    "janli": (lambda: janli(), 3000),
-    "begin-v1": (begin_v1, 686),
-}
-
-
-def training_pool() -> list[Case]:
-    """The pool, without the learned reading's training cases, shuffled with ``SEED``."""
-    held = {case.id for draw in TRAINING.values() for case in draw()}
-    pool = []
-    for name, (load, count) in POOL.items():
-        cases = [case for case in load() if case.id not in held]
-        fewer = min(sum(c.label for c in cases), sum(1 - c.label for c in cases))
-        chosen = _balanced(cases, min(count, 2 * fewer), SEED + 1)  # half of each label
-        logger.info("%s: %d cases (%d grounded)", name, len(chosen), sum(c.label for c in chosen))
-        pool.extend(chosen)
-    random.Random(SEED).shuffle(pool)
-    return pool
 
 
 class CrossEncoder(torch.nn.Module):
@@ -156,8 +117,24 @@ def train(args: argparse.Namespace) -> None:
     torch.manual_seed(SEED)
     tokenizer, encoder = load_e5()
     model = CrossEncoder(with_adapters(encoder, args.layers, args.rank))
-    pool = training_pool()[: args.limit or None]
-    plan = batches(tokenizer, pool, args.max_length, args.batch, random.Random(SEED))
+    pool = first_chunks(tokenizer, training_pool(args.long)[: args.limit or None])
+    fit(model, epochs_plan(tokenizer, pool, args), args, args.out)
+    save_parameters(model, args, Counter(case.source for case in pool))
+
+
+def epochs_plan(tokenizer, pool: list[Case], args: argparse.Namespace) -> list:
+    """``args.epochs`` passes over ``pool`` in batches, each pass in its own seeded order."""
+    return [
+        batch
+        for epoch in range(args.epochs)
+        for batch in batches(
+            tokenizer, pool, args.max_length, args.batch, random.Random(SEED + epoch)
+        )
+    ]
+
+
+def fit(model: CrossEncoder, plan: list, args: argparse.Namespace, out: Path) -> None:
+    """AdamW with warm-up and linear decay over ``plan``, resumable from ``out``'s checkpoint."""
     trainable = [p for p in model.parameters() if p.requires_grad]
     optimizer = torch.optim.AdamW(trainable, lr=args.lr, weight_decay=0.01)
     warmup = max(1, len(plan) // 20)
@@ -165,7 +142,7 @@ def train(args: argparse.Namespace) -> None:
         optimizer,
         lambda step: min((step + 1) / warmup, max(0.0, (len(plan) - step) / (len(plan) - warmup))),
     )
-    checkpoint = args.out / "checkpoint.pt"
+    checkpoint = out / "checkpoint.pt"
     first = 0
     if checkpoint.exists():
         state = torch.load(checkpoint, weights_only=False)
@@ -175,12 +152,7 @@ def train(args: argparse.Namespace) -> None:
         torch.set_rng_state(state["rng"])
         first = state["step"]
         logger.info("resumed at step %d of %d", first, len(plan))
-    logger.info(
-        "%d cases, %d batches, %d trainable parameters",
-        len(pool),
-        len(plan),
-        sum(p.numel() for p in trainable),
-    )
+    logger.info("%d batches, %d trainable parameters", len(plan), sum(p.numel() for p in trainable))
     model.train()
     loss_fn = torch.nn.BCEWithLogitsLoss()
     started, seen, running = time.monotonic(), 0, []
@@ -201,7 +173,6 @@ def train(args: argparse.Namespace) -> None:
             running = []
         if (step + 1) % 200 == 0 or step + 1 == len(plan):
             _save_checkpoint(checkpoint, model, optimizer, schedule, step + 1)
-    save_parameters(model, args, Counter(case.source for case in pool))
 
 
 def _trainable_state(model: torch.nn.Module) -> dict[str, torch.Tensor]:
@@ -231,7 +202,7 @@ def save_parameters(model: torch.nn.Module, args: argparse.Namespace, drawn: Cou
             {
                 "args": {k: str(v) for k, v in vars(args).items()},
                 "seed": SEED,
-                "pool_caps": {k: v[1] for k, v in POOL.items()},
+                "pool_caps": {k: v[1] for k, v in (POOL | (LONG if args.long else {})).items()},
                 "pool_drawn": dict(drawn),
                 "excluded": "every case of datasets.TRAINING (the learned reading's pool)",
             },
@@ -349,6 +320,8 @@ def main() -> None:
     parser.add_argument("--lr", type=float, default=5e-4)
     parser.add_argument("--batch", type=int, default=16)
     parser.add_argument("--max-length", type=int, default=320)
+    parser.add_argument("--epochs", type=int, default=1)
+    parser.add_argument("--long", action="store_true", help="add the long-premise sources")
     parser.add_argument("--chunks-per-claim", type=int, default=CHUNKS_PER_CLAIM)
     parser.add_argument("--out", type=Path, default=OUT)
     parser.add_argument("--log-every", type=int, default=25)

@@ -210,6 +210,68 @@ def wice_dev() -> list[Case]:
     return cases
 
 
+def contrl() -> list[Case]:
+    """ConTRoL dev: exam passages of 1.9k-2.9k characters; entailment against the rest."""
+    with _open(SHARED_NLI / "contrl" / "dev.jsonl.xz") as handle:
+        rows = [json.loads(line) for line in handle if line.strip()]
+    return [
+        Case(
+            f"contrl-{row['uid']}",
+            "contrl",
+            "en",
+            row["premise"],
+            row["hypothesis"],
+            int(row["label"] == "e"),
+            row["label"],
+        )
+        for row in rows
+    ]
+
+
+def mctest() -> list[Case]:
+    """MCTest-NLI (DocNLI's whole children's stories, about 1k characters), every split."""
+    cases = []
+    for path in sorted((SHARED_NLI / "docnli-aux" / "MCTest-NLI").iterdir()):
+        for number, row in enumerate(_tsv(path, header=False)):
+            if len(row) == 3:
+                label, premise, hypothesis = row
+                name = path.name.split(".txt")[0]
+                cases.append(
+                    Case(
+                        f"mctest-{name}-{number}",
+                        "mctest",
+                        "en",
+                        premise,
+                        hypothesis,
+                        int(label == "entailment"),
+                        label,
+                    )
+                )
+    return cases
+
+
+def summac() -> list[Case]:
+    """SummaC's validation subsets (news articles and their summaries), without Polytope,
+    whose labels are known to be noisy."""
+    cases = []
+    for name in ("factcc.json.xz", "summeval.json", "xsumfaith.json.xz"):
+        with _open(SHARED_NLI / "summac-val-subsets" / name) as handle:
+            rows = json.load(handle)
+        for key, row in rows.items():
+            cases.append(
+                Case(
+                    f"summac-{key}",
+                    "summac",
+                    "en",
+                    row["document"],
+                    row["claim"],
+                    int(row["label"] == 1),
+                    name.split(".")[0],
+                )
+            )
+    return cases
+
+
 def project_set(name: str, split: str | None = None) -> list[Case]:
     """The project's groundedness sets (``benchmarks/eval``); ``split`` picks the second
     set's train or test split."""
