@@ -63,26 +63,22 @@ def _tsv(path: Path, header: bool = True) -> Iterator[dict | list]:
             yield dict(zip(names, row, strict=False))
 
 
-def docnli(name: str) -> list[Case]:
-    """binary-MNLI or binary-FEVER-NLI's dev file: label, premise, hypothesis."""
-    path = SHARED_NLI / "docnli-aux" / f"binary-{name}" / "dev.txt.xz"
+def _docnli_file(path: Path, prefix: str, source: str, max_chars: int | None = None):
+    """Cases from one of DocNLI's files: label, premise, hypothesis per line."""
     cases = []
     for number, row in enumerate(_tsv(path, header=False)):
-        if len(row) != 3 or len(row[1]) > 1500:  # one judge chunk at most
+        if len(row) != 3 or (max_chars is not None and len(row[1]) > max_chars):
             continue
         label, premise, hypothesis = row
-        cases.append(
-            Case(
-                f"{name}-{number}",
-                name.lower(),
-                "en",
-                premise,
-                hypothesis,
-                int(label == "entailment"),
-                label,
-            )
-        )
+        entailed = int(label == "entailment")
+        cases.append(Case(f"{prefix}-{number}", source, "en", premise, hypothesis, entailed, label))
     return cases
+
+
+def docnli(name: str) -> list[Case]:
+    """binary-MNLI or binary-FEVER-NLI's dev file, premises of one judge chunk at most."""
+    path = SHARED_NLI / "docnli-aux" / f"binary-{name}" / "dev.txt.xz"
+    return _docnli_file(path, name, name.lower(), max_chars=1500)
 
 
 def kornli(split: str) -> list[Case]:
@@ -133,21 +129,32 @@ def janli() -> list[Case]:
     ]
 
 
-def jnli() -> list[Case]:
-    with (SHARED_NLI / "jnli" / "valid-v1.3.json").open(encoding="utf-8") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
+def _json_lines(path: Path) -> list[dict]:
+    with _open(path) as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def _sentence_pairs(rows: list[dict], source: str, language: str, keys: tuple, entailed: str):
+    """Cases from rows of one NLI file; ``keys`` names (id, premise, hypothesis, label)."""
+    number, premise, hypothesis, label = keys
     return [
         Case(
-            f"jnli-{row['sentence_pair_id']}",
-            "jnli-valid",
-            "ja",
-            row["sentence1"],
-            row["sentence2"],
-            int(row["label"] == "entailment"),
-            row["label"],
+            f"{source.split('-')[0]}-{row[number]}",
+            source,
+            language,
+            row[premise],
+            row[hypothesis],
+            int(row[label] == entailed),
+            row[label],
         )
         for row in rows
     ]
+
+
+def jnli() -> list[Case]:
+    rows = _json_lines(SHARED_NLI / "jnli" / "valid-v1.3.json")
+    keys = ("sentence_pair_id", "sentence1", "sentence2", "label")
+    return _sentence_pairs(rows, "jnli-valid", "ja", keys, "entailment")
 
 
 def begin_v1() -> list[Case]:
@@ -212,42 +219,17 @@ def wice_dev() -> list[Case]:
 
 def contrl() -> list[Case]:
     """ConTRoL dev: exam passages of 1.9k-2.9k characters; entailment against the rest."""
-    with _open(SHARED_NLI / "contrl" / "dev.jsonl.xz") as handle:
-        rows = [json.loads(line) for line in handle if line.strip()]
-    return [
-        Case(
-            f"contrl-{row['uid']}",
-            "contrl",
-            "en",
-            row["premise"],
-            row["hypothesis"],
-            int(row["label"] == "e"),
-            row["label"],
-        )
-        for row in rows
-    ]
+    rows = _json_lines(SHARED_NLI / "contrl" / "dev.jsonl.xz")
+    return _sentence_pairs(rows, "contrl", "en", ("uid", "premise", "hypothesis", "label"), "e")
 
 
 def mctest() -> list[Case]:
     """MCTest-NLI (DocNLI's whole children's stories, about 1k characters), every split."""
-    cases = []
-    for path in sorted((SHARED_NLI / "docnli-aux" / "MCTest-NLI").iterdir()):
-        for number, row in enumerate(_tsv(path, header=False)):
-            if len(row) == 3:
-                label, premise, hypothesis = row
-                name = path.name.split(".txt")[0]
-                cases.append(
-                    Case(
-                        f"mctest-{name}-{number}",
-                        "mctest",
-                        "en",
-                        premise,
-                        hypothesis,
-                        int(label == "entailment"),
-                        label,
-                    )
-                )
-    return cases
+    return [
+        case
+        for path in sorted((SHARED_NLI / "docnli-aux" / "MCTest-NLI").iterdir())
+        for case in _docnli_file(path, f"mctest-{path.name.split('.txt')[0]}", "mctest")
+    ]
 
 
 def summac() -> list[Case]:
