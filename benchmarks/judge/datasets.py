@@ -10,7 +10,9 @@ entailment / supported / "Fully attributable" -> 1 (grounded), everything else -
 Which cases train and which measure is decided here, in ``TRAINING`` and ``MEASURING``, with
 fixed seeds: the training pool never overlaps a measured split (KorNLI trains on its test file
 and is measured on its dev file, Japanese trains on JSICK/JaNLI train and is measured on JNLI
-valid, WiCE dev and the second groundedness set's test split are never trained on).
+valid, WiCE dev and the second groundedness set's test split are never trained on). The one
+exception is ``wice_folds``, an experiment that trains on half of WiCE dev's oracle chunks and
+measures only the other half.
 """
 
 from __future__ import annotations
@@ -194,6 +196,11 @@ def begin_v2() -> list[Case]:
     return cases
 
 
+def wice_evidence(sentences: list[str]) -> str:
+    """WiCE's evidence sentences as one text, as LLM-AggreFact joins them."""
+    return " ".join(s.replace("(meta data) ", "") for s in sentences)
+
+
 def wice_dev() -> list[Case]:
     """WiCE claim dev as LLM-AggreFact builds its test subset: the evidence sentences joined
     (their "(meta data) " prefixes removed), label 1 iff ``supported``."""
@@ -201,7 +208,7 @@ def wice_dev() -> list[Case]:
     with _open(SHARED_NLI / "wice" / "claim" / "dev.jsonl.xz") as handle:
         for n, line in enumerate(handle):
             row = json.loads(line)
-            document = " ".join(s.replace("(meta data) ", "") for s in row["evidence"])
+            document = wice_evidence(row["evidence"])
             cases.append(
                 Case(
                     f"wice-dev-{n}",

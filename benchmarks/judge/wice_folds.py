@@ -31,7 +31,7 @@ from benchmarks.judge.cross_encoder import (
     fit,
     load_trained,
 )
-from benchmarks.judge.datasets import SEED, SHARED_NLI, Case, _open, wice_dev
+from benchmarks.judge.datasets import SEED, SHARED_NLI, Case, _open, wice_dev, wice_evidence
 
 logger = logging.getLogger("wice_folds")
 
@@ -42,8 +42,9 @@ def oracle_chunks() -> dict[str, list[tuple[str, str, str]]]:
     with _open(SHARED_NLI / "wice" / "oracle_chunks_claim" / "dev.jsonl.xz") as handle:
         for line in handle:
             row = json.loads(line)
-            text = " ".join(s.replace("(meta data) ", "") for s in row["evidence"])
-            chunks.setdefault(row["meta"]["id"], []).append((text, row["claim"], row["label"]))
+            chunks.setdefault(row["meta"]["id"], []).append(
+                (wice_evidence(row["evidence"]), row["claim"], row["label"])
+            )
     return chunks
 
 
