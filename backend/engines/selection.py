@@ -59,30 +59,26 @@ def judge_reads_with_copy(requested: str, chat_model: str, chat_engine: ChatEngi
     """Whether a bf16 transformers copy of the chat model, rather than the chat engine, reads
     the groundedness judge's prompts.
 
-    The judge only evaluates prompts, never decodes. On a CPU with AMX, torch's bf16 matmuls
-    evaluate them several times faster than llama.cpp's 4-bit kernels, so ``auto`` loads the
-    copy there when the chat engine evaluates prompts with quantized kernels; elsewhere the
-    chat engine is as fast or faster (llama.cpp reuses the cached prefix that the judge's
-    prompts share, which the copy re-reads) and no second copy is kept (benchmarks/README.md).
-    ``chat`` always reads with the chat engine, ``transformers`` with the copy unless the chat
-    engine is a transformers one already. A chat engine put in place of the configured one
-    (an operator's plug-in, the tests' doubles) reads for itself under ``auto``.
+    Only when asked: ``transformers`` loads the copy unless the chat engine is a transformers
+    one already; ``auto`` and ``chat`` read with the chat engine. The judge then reads with the
+    same engine, weights and learned reading on every CPU, so a context and a response get
+    the same verdict on an Intel server as on an AMD laptop, the verdicts whose quality
+    benchmarks/README.md reports. The copy is an opt-in speed-up for CPUs with AMX, where
+    torch's bf16 matmuls evaluate the judge's prompts several times faster than llama.cpp's
+    4-bit kernels; it reads P(yes) at its own calibrated thresholds and scores differently
+    (benchmarks/README.md, "Which reader the judge gets").
 
     Raises:
         ValueError: ``transformers`` asked for a model that transformers cannot load.
     """
-    if requested == "chat" or not chat_engine.quantized_prompt_evaluation:
+    if requested != "transformers" or not chat_engine.quantized_prompt_evaluation:
         return False
-    if requested == "transformers":
-        if is_gguf_file(chat_model):
-            raise ValueError(
-                "CORE_GROUNDEDNESS_ENGINE=transformers needs a model transformers can load; "
-                f"{chat_model!r} is a GGUF file"
-            )
-        return True
-    from backend.engines.torch_placement import cpu_has_amx
-
-    return not is_gguf_file(chat_model) and cpu_has_amx()
+    if is_gguf_file(chat_model):
+        raise ValueError(
+            "CORE_GROUNDEDNESS_ENGINE=transformers needs a model transformers can load; "
+            f"{chat_model!r} is a GGUF file"
+        )
+    return True
 
 
 def _cuda_available() -> bool:

@@ -64,8 +64,8 @@ class JudgeCalibration:
 
 
 #: The P(yes) calibrations, for readers without a learned reading. Readers: ``llama.cpp``
-#: (quantized prompt evaluation) or ``transformers`` (bf16: AMX CPUs, GPUs,
-#: ``CORE_GROUNDEDNESS_ENGINE=transformers``).
+#: (quantized prompt evaluation) or ``transformers`` (bf16: GPUs, the copy that
+#: ``CORE_GROUNDEDNESS_ENGINE=transformers`` loads).
 CALIBRATIONS = {
     ("default", "transformers"): JudgeCalibration(0.4426, 0.4426, ("support",)),
     ("default", "llama.cpp"): JudgeCalibration(0.3713, 0.3713, ("support",)),

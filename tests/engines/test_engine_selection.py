@@ -90,34 +90,38 @@ def _chat_engine(quantized: bool) -> EchoChatEngine:
     return engine
 
 
+@pytest.mark.parametrize("amx", [True, False])
 @pytest.mark.parametrize(
-    ("chat_model", "quantized", "setting", "amx", "copy"),
+    ("chat_model", "quantized", "setting", "copy"),
     [
-        (EMBEDDED, True, "auto", True, True),  # llama.cpp chat, AMX: a bf16 copy reads
-        (EMBEDDED, True, "auto", False, False),  # no AMX: llama.cpp is as fast
-        ("/models/mine.Q4_K_M.gguf", True, "auto", True, False),  # transformers cannot load it
-        (EMBEDDED, False, "auto", True, False),  # the chat engine is transformers already
-        (EMBEDDED, False, "transformers", False, False),
-        (EMBEDDED, True, "chat", True, False),
-        (EMBEDDED, True, "transformers", False, True),
+        (EMBEDDED, True, "auto", False),  # the chat engine reads, on every CPU
+        ("/models/mine.Q4_K_M.gguf", True, "auto", False),
+        (EMBEDDED, False, "auto", False),
+        (EMBEDDED, False, "transformers", False),  # the chat engine is transformers already
+        (EMBEDDED, True, "chat", False),
+        (EMBEDDED, True, "transformers", True),  # the opt-in bf16 copy
     ],
 )
 def test_what_reads_the_groundedness_prompts(
-    monkeypatch, chat_model, quantized, setting, amx, copy
+    monkeypatch, chat_model, quantized, setting, copy, amx
 ):
+    """The choice is the same whether or not the CPU has AMX (the probe forced each way)."""
     from backend.engines import torch_placement
 
     monkeypatch.setattr(torch_placement, "cpu_has_amx", lambda: amx)
     assert judge_reads_with_copy(setting, chat_model, _chat_engine(quantized)) is copy
 
 
-def test_a_chat_engine_put_in_place_of_llama_cpp_reads_the_judge_prompts_itself(monkeypatch):
-    """A plug-in engine (here the echo fake) replacing the configured llama.cpp one is not
-    slow at prompts: no bf16 copy of the configured model is loaded beside it, and the judge
-    takes its turns with the chat requests."""
+@pytest.mark.parametrize("amx", [True, False])
+def test_a_chat_engine_put_in_place_of_llama_cpp_reads_the_judge_prompts_itself(
+    monkeypatch, amx
+):
+    """A plug-in engine (here the echo fake) replacing the configured llama.cpp one reads the
+    judge's prompts itself, whatever the CPU: no bf16 copy of the configured model is loaded
+    beside it, and the judge takes its turns with the chat requests."""
     from backend.engines import torch_placement
 
-    monkeypatch.setattr(torch_placement, "cpu_has_amx", lambda: True)
+    monkeypatch.setattr(torch_placement, "cpu_has_amx", lambda: amx)
     plug_in = EchoChatEngine()
     service = InProcessBackend(
         chat_model=EMBEDDED,
@@ -143,10 +147,17 @@ def test_the_groundedness_engine_comes_from_the_environment(monkeypatch: pytest.
         EngineConfig.from_env()
 
 
+@pytest.mark.parametrize("amx", [True, False])
 @pytest.mark.parametrize("profile", ["default", "small"])
 @pytest.mark.parametrize(("quantized", "reader"), [(True, "llama.cpp"), (False, "transformers")])
-def test_the_judge_uses_the_thresholds_calibrated_for_its_reader(profile, quantized, reader):
-    """llama.cpp (4-bit) and transformers (bf16) give slightly different P(yes)."""
+def test_the_judge_uses_the_thresholds_calibrated_for_its_reader(
+    monkeypatch, profile, quantized, reader, amx
+):
+    """llama.cpp (4-bit) and transformers (bf16) give slightly different P(yes); the reader
+    is the chat engine's on every CPU (the probe forced each way), so no copy is loaded."""
+    from backend.engines import torch_placement
+
+    monkeypatch.setattr(torch_placement, "cpu_has_amx", lambda: amx)
     service = InProcessBackend(
         profile=profile,
         chat_engine_instance=_chat_engine(quantized),

@@ -16,10 +16,10 @@ Environment variables (arguments to ``connect`` / ``EngineConfig.from_env`` win)
 * ``CORE_CHAT_THREADS``: CPU threads of the llama.cpp engine (default: all cores).
 * ``CORE_CHAT_PARALLEL``: chat requests the llama.cpp engine decodes together (default 8).
 * ``CORE_GROUNDEDNESS_ENGINE``: ``auto`` (default), ``chat`` or ``transformers``: what reads the
-  groundedness judge's prompts. ``auto`` picks a bf16 transformers copy of the chat model when
-  the chat model runs on llama.cpp on a CPU with AMX, which evaluates prompts several times
-  faster there (the judge only evaluates prompts); otherwise the chat engine itself
-  (``backend.engines.selection``).
+  groundedness judge's prompts. ``auto`` and ``chat`` read with the chat engine, on every CPU
+  the same reader and the same verdicts; ``transformers`` loads a bf16 transformers copy of a
+  chat model that runs on llama.cpp, an opt-in speed-up on CPUs with AMX that reads P(yes) at
+  its own thresholds (``backend.engines.selection``; figures in benchmarks/README.md).
 * ``CORE_JUDGE_MODEL``: a model that reads the groundedness judge's prompts instead of the chat
   model (a GPU user keeps a fast chat model and picks a strong judge): a Hugging Face id,
   folder, GGUF file or an embedded model's name. An embedded model brings its calibration;

@@ -1,0 +1,134 @@
+"""Which reader the judge gets (issue 49): the same sets judged by each reader, in one run.
+
+The service's own groundedness check (``Backend.check_groundedness``, in process, the
+calibrated thresholds and early stop of each reader) on the first pairs of each measured set
+(``datasets.MEASURING``: seeded samples, so the first pairs are a random subset), once per
+reader:
+
+- ``llama.cpp``: the chat engine reads (``CORE_GROUNDEDNESS_ENGINE=chat``, the default on
+  every CPU): the 4-bit model through llama.cpp, with the learned reading where one ships.
+- ``copy``: the bf16 transformers copy (``CORE_GROUNDEDNESS_ENGINE=transformers``, opt-in):
+  P(yes) at that reader's own thresholds.
+
+Readers run one after the other (one model copy in memory at a time). Rows are appended to
+``benchmarks/judge/.features/readers/<profile>-<reader>-<set>.jsonl`` (git-ignored), so a run
+resumes where it stopped; the figures are printed at the end and written to
+``benchmarks/judge/results-readers-<profile>.json``.
+
+    python -m benchmarks.judge.readers --sets v1,v2-test,wice-dev --limit 120
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import time
+from collections.abc import Iterable
+
+from tqdm import tqdm
+
+from benchmarks.judge.collect import FEATURES
+from benchmarks.judge.datasets import MEASURING, ROOT, Case
+from benchmarks.judge.evaluate import figures_of
+
+#: Reader name -> the ``groundedness_engine`` setting that gives it.
+READERS = {"llama.cpp": "chat", "copy": "transformers"}
+DEFAULT_SETS = "v1,v2-test,wice-dev,kornli-dev,jnli-valid"
+
+
+def rows_path(profile: str, reader: str, name: str):
+    return FEATURES / "readers" / f"{profile}-{reader}-{name}.jsonl"
+
+
+def judge_all(profile: str, reader: str, sets: dict[str, list[Case]]) -> dict[str, list[dict]]:
+    """Each set's rows judged by ``reader``, resuming from the rows already written."""
+    from backend.backends.local import InProcessBackend
+
+    service = None
+    judged: dict[str, list[dict]] = {}
+    try:
+        for name, cases in sets.items():
+            path = rows_path(profile, reader, name)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            rows = [json.loads(line) for line in path.open()] if path.exists() else []
+            done = {row["id"] for row in rows}
+            todo = [case for case in cases if case.id not in done]
+            if todo and service is None:
+                service = InProcessBackend(profile=profile, groundedness_engine=READERS[reader])
+                service.warmup()
+            for case in tqdm(todo, desc=f"{reader} {name}", unit="check"):
+                started = time.perf_counter()
+                result = service.check_groundedness(case.document, case.claim)
+                row = {
+                    "id": case.id,
+                    "label": case.label,
+                    "ambiguous": case.ambiguous,
+                    "language": case.language,
+                    "verdict": result.verdict,
+                    "support": result.support,
+                    "seconds": round(time.perf_counter() - started, 3),
+                }
+                rows.append(row)
+                with path.open("a", encoding="utf-8") as handle:
+                    handle.write(json.dumps(row, ensure_ascii=False) + "\n")
+            wanted = {case.id for case in cases}
+            judged[name] = [row for row in rows if row["id"] in wanted]
+    finally:
+        if service is not None:
+            service.close()
+    return judged
+
+
+def figures(rows: Iterable[dict]) -> dict:
+    """Balanced accuracy of the clear pairs, and of all pairs with the ambiguous ones counted
+    not grounded (LLM-AggreFact's construction of WiCE), and seconds per check."""
+    rows = list(rows)
+    clear = [(r["label"], r["verdict"] == "grounded") for r in rows if not r["ambiguous"]]
+    everything = [(r["label"], r["verdict"] == "grounded") for r in rows]
+    seconds = sorted(r["seconds"] for r in rows)
+    return {
+        "clear": figures_of(clear) if clear else None,
+        "all_with_ambiguous": figures_of(everything),
+        "not_sure": sum(r["verdict"] == "notSure" for r in rows),
+        "seconds_per_check": round(sum(seconds) / len(seconds), 2),
+        "seconds_median": seconds[len(seconds) // 2],
+    }
+
+
+def agreement(first: list[dict], second: list[dict]) -> float:
+    """The share of pairs both readers gave the same verdict."""
+    theirs = {row["id"]: row["verdict"] for row in second}
+    same = [row["verdict"] == theirs[row["id"]] for row in first if row["id"] in theirs]
+    return round(sum(same) / len(same), 3) if same else float("nan")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--profile", default="default", choices=["default", "small"])
+    parser.add_argument("--sets", default=DEFAULT_SETS, help=f"of {', '.join(MEASURING)}")
+    parser.add_argument("--limit", type=int, default=None, help="first pairs of each set")
+    parser.add_argument("--readers", default=",".join(READERS), help="of llama.cpp, copy")
+    args = parser.parse_args()
+    sets = {name: MEASURING[name]()[: args.limit] for name in args.sets.split(",")}
+    judged = {
+        reader: judge_all(args.profile, reader, sets) for reader in args.readers.split(",")
+    }
+    results: dict = {"cpu": platform.processor() or platform.machine(), "sets": {}}
+    for name in sets:
+        entry = {reader: figures(judged[reader][name]) for reader in judged}
+        if len(judged) == 2:
+            entry["same_verdict"] = agreement(*(judged[reader][name] for reader in judged))
+        results["sets"][name] = entry
+        line = "  ".join(
+            f"{reader} {entry[reader]['all_with_ambiguous']['bacc']} "
+            f"({entry[reader]['seconds_per_check']} s)"
+            for reader in judged
+        )
+        print(f"{name} ({len(judged[next(iter(judged))][name])}): {line}", flush=True)
+    path = ROOT / "benchmarks" / "judge" / f"results-readers-{args.profile}.json"
+    path.write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+
+
+if __name__ == "__main__":
+    main()
