@@ -32,6 +32,14 @@ class JudgeReader:
     engine: ChatEngine | YesNoReading
     #: Held while the engine reads (the chat engine's own turn when it is the chat engine).
     turn: Callable[[], AbstractContextManager] = contextlib.nullcontext
+    #: Which model reads: ``chat engine``, ``bf16 copy`` of the chat model
+    #: (``CORE_GROUNDEDNESS_ENGINE=transformers``), ``judge model`` (``CORE_JUDGE_MODEL``),
+    #: or ``engine`` behind an API.
+    source: str = "chat engine"
+
+    def describe(self) -> str:
+        """What reads the judge's prompts, in words: ``"llama.cpp (chat engine)"``."""
+        return f"{self.kind} ({self.source})"
 
     @property
     def kind(self) -> str:

@@ -10,12 +10,12 @@ reader:
 - ``copy``: the bf16 transformers copy (``CORE_GROUNDEDNESS_ENGINE=transformers``, opt-in):
   P(yes) at that reader's own thresholds.
 
-Readers run one after the other (one model copy in memory at a time). Rows are appended to
+Each set is judged by one reader, then the other (both stay loaded). Rows are appended to
 ``benchmarks/judge/.features/readers/<profile>-<reader>-<set>.jsonl`` (git-ignored), so a run
 resumes where it stopped; the figures are printed at the end and written to
 ``benchmarks/judge/results-readers-<profile>.json``.
 
-    python -m benchmarks.judge.readers --sets v1,v2-test,wice-dev --limit 120
+    python -m benchmarks.judge.readers --limit v1:40,v2-test:30,wice-dev:16
 """
 
 from __future__ import annotations
@@ -41,43 +41,51 @@ def rows_path(profile: str, reader: str, name: str):
     return FEATURES / "readers" / f"{profile}-{reader}-{name}.jsonl"
 
 
-def judge_all(profile: str, reader: str, sets: dict[str, list[Case]]) -> dict[str, list[dict]]:
-    """Each set's rows judged by ``reader``, resuming from the rows already written."""
+def judge_all(
+    profile: str, readers: list[str], sets: dict[str, list[Case]]
+) -> dict[str, dict[str, list[dict]]]:
+    """Each set's rows judged by each reader, set by set (so a run cut short has both readers'
+    figures for the sets it finished), resuming from the rows already written."""
     from backend.backends.local import InProcessBackend
 
-    service = None
-    judged: dict[str, list[dict]] = {}
+    services: dict[str, InProcessBackend] = {}
+    judged: dict[str, dict[str, list[dict]]] = {reader: {} for reader in readers}
     try:
         for name, cases in sets.items():
-            path = rows_path(profile, reader, name)
-            path.parent.mkdir(parents=True, exist_ok=True)
-            rows = [json.loads(line) for line in path.open()] if path.exists() else []
-            done = {row["id"] for row in rows}
-            todo = [case for case in cases if case.id not in done]
-            if todo and service is None:
-                service = InProcessBackend(profile=profile, groundedness_engine=READERS[reader])
-                service.warmup()
-            for case in tqdm(todo, desc=f"{reader} {name}", unit="check"):
-                started = time.perf_counter()
-                result = service.check_groundedness(case.document, case.claim)
-                row = {
-                    "id": case.id,
-                    "label": case.label,
-                    "ambiguous": case.ambiguous,
-                    "language": case.language,
-                    "verdict": result.verdict,
-                    "support": result.support,
-                    "seconds": round(time.perf_counter() - started, 3),
-                }
-                rows.append(row)
-                with path.open("a", encoding="utf-8") as handle:
-                    handle.write(json.dumps(row, ensure_ascii=False) + "\n")
-            wanted = {case.id for case in cases}
-            judged[name] = [row for row in rows if row["id"] in wanted]
+            for reader in readers:
+                path = rows_path(profile, reader, name)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                rows = [json.loads(line) for line in path.open()] if path.exists() else []
+                done = {row["id"] for row in rows}
+                todo = [case for case in cases if case.id not in done]
+                if todo and reader not in services:
+                    engine = READERS[reader]
+                    services[reader] = InProcessBackend(profile=profile, groundedness_engine=engine)
+                    services[reader].warmup()
+                for case in tqdm(todo, desc=f"{reader} {name}", unit="check"):
+                    rows.append(judged_row(services[reader], case))
+                    with path.open("a", encoding="utf-8") as handle:
+                        handle.write(json.dumps(rows[-1], ensure_ascii=False) + "\n")
+                wanted = {case.id for case in cases}
+                judged[reader][name] = [row for row in rows if row["id"] in wanted]
     finally:
-        if service is not None:
+        for service in services.values():
             service.close()
     return judged
+
+
+def judged_row(service, case: Case) -> dict:
+    started = time.perf_counter()
+    result = service.check_groundedness(case.document, case.claim)
+    return {
+        "id": case.id,
+        "label": case.label,
+        "ambiguous": case.ambiguous,
+        "language": case.language,
+        "verdict": result.verdict,
+        "support": result.support,
+        "seconds": round(time.perf_counter() - started, 3),
+    }
 
 
 def figures(rows: Iterable[dict]) -> dict:
@@ -103,17 +111,25 @@ def agreement(first: list[dict], second: list[dict]) -> float:
     return round(sum(same) / len(same), 3) if same else float("nan")
 
 
+def limit_of(limits: str, name: str) -> int | None:
+    """The limit ``--limit`` gives set ``name``: one number for every set, or per set."""
+    if not limits:
+        return None
+    if ":" not in limits:
+        return int(limits)
+    given = dict(item.split(":") for item in limits.split(","))
+    return int(given[name]) if name in given else None
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="default", choices=["default", "small"])
     parser.add_argument("--sets", default=DEFAULT_SETS, help=f"of {', '.join(MEASURING)}")
-    parser.add_argument("--limit", type=int, default=None, help="first pairs of each set")
+    parser.add_argument("--limit", default="", help="first pairs of each set: N, or name:N,name:N")
     parser.add_argument("--readers", default=",".join(READERS), help="of llama.cpp, copy")
     args = parser.parse_args()
-    sets = {name: MEASURING[name]()[: args.limit] for name in args.sets.split(",")}
-    judged = {
-        reader: judge_all(args.profile, reader, sets) for reader in args.readers.split(",")
-    }
+    sets = {name: MEASURING[name]()[: limit_of(args.limit, name)] for name in args.sets.split(",")}
+    judged = judge_all(args.profile, args.readers.split(","), sets)
     results: dict = {"cpu": platform.processor() or platform.machine(), "sets": {}}
     for name in sets:
         entry = {reader: figures(judged[reader][name]) for reader in judged}

@@ -129,7 +129,7 @@ def test_a_chat_engine_put_in_place_of_llama_cpp_reads_the_judge_prompts_itself(
         embedding_engine_instance=CharCountEmbeddingEngine(),
     )
     reader = service.judge_reader()
-    assert reader.engine is plug_in and reader.kind == "transformers"
+    assert reader.engine is plug_in and reader.describe() == "transformers (chat engine)"
     with reader.turn():  # the chat engine's own lock: a chat request waits for the judge
         assert not service._chat.turn().acquire(blocking=False)
 
@@ -163,7 +163,7 @@ def test_the_judge_uses_the_thresholds_calibrated_for_its_reader(
         chat_engine_instance=_chat_engine(quantized),
         embedding_engine_instance=CharCountEmbeddingEngine(),
     )
-    assert service.judge_reader().kind == reader
+    assert service.judge_reader().describe() == f"{reader} (chat engine)"
     # The doubles expose no hidden states: the P(yes) calibration of their reader.
     assert service.judge_calibration() == calibration_for(
         profile, reader, reads_hidden_states=False

@@ -159,10 +159,10 @@ class InProcessBackend(ServicesBackend):
         reading, follow from the choice."""
         config = self.config
         if config.judge_model is not None and config.judge_model != config.chat_model:
-            return JudgeReader(self._judge_model.get(), self._judge_model.turn)
+            return JudgeReader(self._judge_model.get(), self._judge_model.turn, "judge model")
         chat = self._chat.get()
         if judge_reads_with_copy(config.groundedness_engine, config.chat_model, chat):
-            return JudgeReader(self._judge_copy.get(), self._judge_copy.turn)
+            return JudgeReader(self._judge_copy.get(), self._judge_copy.turn, "bf16 copy")
         return JudgeReader(chat, self._chat.turn)
 
     def _build_groundedness_service(self) -> GroundednessService:
@@ -183,7 +183,8 @@ class InProcessBackend(ServicesBackend):
         return EmbeddingService(self._embedding.get(), self.config.prefixes)
 
     def judge_reader(self) -> JudgeReader:
-        """What reads the groundedness judge's prompts (loaded now)."""
+        """What reads the groundedness judge's prompts (loaded now); ``describe()`` says it in
+        words, e.g. ``llama.cpp (chat engine)``, the default on every CPU."""
         return self._judge_reader.get()
 
     def judge_calibration(self) -> JudgeCalibration:

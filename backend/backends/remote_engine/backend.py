@@ -105,7 +105,7 @@ class EngineBackend(ServicesBackend):
             raise ServiceUnavailableError(UNCALIBRATED.format(model=model, url=url))
         tokenizer = embedded_chat_tokenizer(self.settings.judge_calibration or "small")
         reading = EngineYesNoReading(self._chat_api, model, tokenizer)
-        return GroundednessService(JudgeReader(reading), calibration)
+        return GroundednessService(JudgeReader(reading, source="engine"), calibration)
 
     def _build_embedding_service(self) -> EmbeddingService:
         model, option = self._embedding_model.get(), self.settings.embedding_tokenizer
