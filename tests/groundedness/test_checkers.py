@@ -9,6 +9,8 @@ The models are tiny ones of the real architectures with random weights
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 
@@ -31,6 +33,8 @@ from backend.protocol.validation import parse_request
 from backend.testing import CharCountEmbeddingEngine, ScriptedChatEngine
 from tests.groundedness import tiny_checkers
 
+#: Where the checkers run (``CORE_TEST_DEVICE=cuda`` on a GPU), in float32 throughout.
+DEVICE = os.environ.get("CORE_TEST_DEVICE") or "cpu"
 DOCUMENT = "The ferry carries 196 passengers. It leaves at nine."
 CLAIM = "The ferry leaves at nine."
 
@@ -46,7 +50,7 @@ def folders(tmp_path_factory):
 def checkers(folders):
     """Each tiny checker, loaded in float32 on the CPU (compared with direct forward passes)."""
     loaded = {
-        name: load_judge_model(folder, "transformers", "cpu", "float32")
+        name: load_judge_model(folder, "transformers", DEVICE, "float32")
         for name, folder in folders.items()
     }
     yield loaded
@@ -210,12 +214,12 @@ def test_a_long_input_is_cut_at_the_window_as_minicheck_cuts_it(checkers):
 
 def _direct_support(checker, document, claim) -> float:
     """The support by a forward pass written here, as MiniCheck's ``inference`` reads it."""
-    inputs = checker.encode([(document, claim)])
+    inputs = checker.encode([(document, claim)]).to(checker.device)
     with torch.inference_mode():
         if isinstance(checker, Seq2SeqChecker):
-            start = torch.zeros((1, 1), dtype=torch.long)
+            start = torch.zeros((1, 1), dtype=torch.long, device=checker.device)
             logits = checker.model(**inputs, decoder_input_ids=start).logits.squeeze(1)
-            probs = torch.softmax(logits[:, torch.tensor([3, 209])], dim=-1)
+            probs = torch.softmax(logits[:, [3, 209]], dim=-1)
             return float(probs[0, 1])
         probs = torch.softmax(checker.model(**inputs).logits, dim=1)
         return float(probs[0, checker.label])
@@ -308,7 +312,7 @@ def _backend(folder, **thresholds):
     return InProcessBackend(
         profile="small",
         judge_model=folder,
-        device="cpu",
+        device=DEVICE,
         chat_dtype="float32",
         chat_engine_instance=ScriptedChatEngine(),
         embedding_engine_instance=CharCountEmbeddingEngine(),
