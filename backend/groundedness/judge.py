@@ -201,16 +201,7 @@ class GroundednessJudge:
             ]
             if not pairs:
                 break
-            if self._checker is not None:  # one reading a pair: the support question's
-                read_pairs = [(chunks[chunk], claims[number]) for number, chunk in pairs]
-                results = iter([(*r, None) for r in self._checker.supports(read_pairs)])
-            else:
-                prompts = [
-                    judge_prompt(chunks[chunk], claims[number], question)
-                    for number, chunk in pairs
-                    for question in self._questions
-                ]
-                results = iter(self._read(prompts))
+            results = iter(self._read_round(chunks, claims, pairs))
             for number, chunk in pairs:
                 p_yes, hidden = {}, None
                 for question in self._questions:
@@ -223,6 +214,22 @@ class GroundednessJudge:
         supports = tuple(zip(claims, best, strict=True))
         assessment = Assessment(support=min(best), prompt_tokens=prompt_tokens, claims=supports)
         return assessment, readings
+
+    def _read_round(
+        self, chunks: list[str], claims: list[str], pairs: list[tuple[int, int]]
+    ) -> list[tuple]:
+        """(P(yes), prompt tokens, hidden state or None) of each (claim, chunk) pair's
+        questions in turn, all read together: a fact-checker's support for the pair stands
+        as the support question's answer."""
+        if self._checker is not None:
+            read_pairs = [(chunks[chunk], claims[number]) for number, chunk in pairs]
+            return [(support, read, None) for support, read in self._checker.supports(read_pairs)]
+        prompts = [
+            judge_prompt(chunks[chunk], claims[number], question)
+            for number, chunk in pairs
+            for question in self._questions
+        ]
+        return self._read(prompts)
 
     def _read(self, prompts: list[list[dict[str, str]]]) -> list[tuple]:
         """(P(yes), prompt tokens, hidden state or None) of each prompt, read together."""
