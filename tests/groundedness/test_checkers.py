@@ -22,8 +22,13 @@ from backend.engines.fact_checkers import (
     Seq2SeqChecker,
     SequenceClassificationChecker,
 )
-from backend.engines.judge_kinds import JUDGE_KINDS, classifier_reading, judge_kind
-from backend.engines.loader import load_judge_model
+from backend.engines.judge_kinds import (
+    JUDGE_KINDS,
+    classifier_reading,
+    judge_kind,
+    known_judge_kind,
+)
+from backend.engines.loader import judge_model_kind, load_judge_model
 from backend.groundedness.calibration import CHECKER_CUT, checker_thresholds
 from backend.groundedness.claims import chunk_context, rank_chunks
 from backend.groundedness.judge import GroundednessJudge
@@ -91,6 +96,12 @@ def test_the_kind_comes_from_the_architecture_and_the_labels():
         == "seq2seq"
     )
     assert judge_kind({"architectures": ["Qwen2ForCausalLM"]}) == "causal"
+    # Without their config: GGUF weights and embedded models are causal, MiniCheck's ids known.
+    assert judge_model_kind("qwen2.5-coder-0.5b-instruct") == "causal"
+    assert judge_model_kind("my-judge.Q4_K_M.gguf") == "causal"
+    assert known_judge_kind("lytang/MiniCheck-Flan-T5-Large") == "seq2seq"
+    assert known_judge_kind("lytang/MiniCheck-DeBERTa-v3-Large") == "classifier"
+    assert known_judge_kind("my-org/not-downloaded") is None
 
 
 @pytest.mark.parametrize(
