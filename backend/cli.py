@@ -86,7 +86,8 @@ def _in_process_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--judge-model",
         help="in-process model reading the groundedness judge's prompts instead of the chat "
-        "model (default: CORE_JUDGE_MODEL)",
+        "model: a chat model, or a fact-checker such as lytang/MiniCheck-Flan-T5-Large "
+        "(default: CORE_JUDGE_MODEL)",
     )
 
 

@@ -172,3 +172,31 @@ class EmbeddingEngine(abc.ABC):
 
     def close(self) -> None:
         """Free the model; the engine is unusable afterwards."""
+
+
+class FactChecker(abc.ABC):
+    """Runs a model trained to say whether a document supports a claim (a fact-checker such
+    as MiniCheck, or an NLI model), each (document, claim) pair fed as its authors feed it
+    (``backend.engines.fact_checkers``); the groundedness judge reads it instead of asking a
+    chat model its questions."""
+
+    #: ``classifier`` or ``seq2seq`` (``backend.engines.judge_kinds``).
+    kind: str
+    #: The largest document chunk its authors feed it at once, in ``count_tokens``' units.
+    chunk_tokens: int
+    #: Where the model runs, e.g. ``"cpu"`` or ``"cuda:0"``.
+    device: str
+    #: Callers take turns.
+    thread_safe: bool = False
+
+    @abc.abstractmethod
+    def supports(self, pairs: Sequence[tuple[str, str]]) -> list[tuple[float, int]]:
+        """For each (document, claim): the probability that the document supports the claim,
+        and the tokens read for it; the pairs are read in batches."""
+
+    @abc.abstractmethod
+    def count_tokens(self, text: str) -> int:
+        """The size of ``text`` in the units of ``chunk_tokens`` (for cutting documents)."""
+
+    def close(self) -> None:
+        """Free the model; the checker is unusable afterwards."""

@@ -10,7 +10,7 @@ import logging
 import time
 from pathlib import Path
 
-from backend.engines.base import ChatEngine, EmbeddingEngine
+from backend.engines.base import ChatEngine, EmbeddingEngine, FactChecker
 
 logger = logging.getLogger(__name__)
 
@@ -50,6 +50,47 @@ def load_judge_copy(chat_model: str, dtype: str | None = None) -> ChatEngine:
         time.perf_counter() - started,
     )
     return engine
+
+
+def judge_model_kind(judge_model: str) -> str:
+    """``causal``, ``classifier`` or ``seq2seq`` (``judge_kinds``): GGUF weights and embedded
+    models are causal; anything else says so in its configuration (asked of the hub for a
+    model id not on this machine).
+
+    Raises:
+        ValueError: a model of none of these kinds (the message names them).
+    """
+    from backend.engines.judge_kinds import is_gguf_or_embedded, judge_kind
+
+    if is_gguf_or_embedded(judge_model):
+        return "causal"
+    from transformers import AutoConfig
+
+    local_only = Path(judge_model).expanduser().is_dir()
+    config = AutoConfig.from_pretrained(judge_model, local_files_only=local_only)
+    return judge_kind(config.to_dict(), judge_model)
+
+
+def load_judge_model(
+    judge_model: str, chat_kind: str, device: str | None = None, dtype: str | None = None
+) -> ChatEngine | FactChecker:
+    """The model the user named to read the groundedness judge's prompts: a fact-checker
+    (``fact_checkers``) or a chat engine of ``chat_kind`` (``selection.chat_engine_kind``)."""
+    kind = judge_model_kind(judge_model)
+    if kind == "causal":
+        return load_chat_engine(judge_model, chat_kind, device, dtype)
+    from backend.engines.fact_checkers import load_fact_checker
+
+    started = time.perf_counter()
+    checker = load_fact_checker(judge_model, kind, device, dtype)
+    logger.info(
+        "groundedness judge: %s checker %s loaded on %s in %.1f s",
+        kind,
+        judge_model,
+        checker.device,
+        time.perf_counter() - started,
+    )
+    return checker
 
 
 def _load_transformers_engine(chat_model: str, device: str | None, dtype: str | None):

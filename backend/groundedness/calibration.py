@@ -104,3 +104,20 @@ def own_thresholds(grounded_at: float | None, not_grounded_below: float | None) 
     high = grounded_at if grounded_at is not None else not_grounded_below
     low = not_grounded_below if not_grounded_below is not None else high
     return JudgeCalibration(high, low, CALIBRATIONS[("default", "llama.cpp")].questions)  # type: ignore[arg-type]
+
+
+#: Where a fact-checker's support says supported: its authors' cut (MiniCheck labels a claim
+#: supported when its probability is above 0.5; the judge's ``grounded`` is at or above).
+CHECKER_CUT = 0.5
+
+
+def checker_thresholds(
+    grounded_at: float | None = None, not_grounded_below: float | None = None
+) -> JudgeCalibration:
+    """The calibration of a fact-checker judge (``backend.engines.fact_checkers``): its
+    authors' cut ``CHECKER_CUT``, or the user's own thresholds (either one alone is both), on
+    the support question alone (the checker's reading stands as its answer)."""
+    high = grounded_at if grounded_at is not None else not_grounded_below
+    high = CHECKER_CUT if high is None else high
+    low = not_grounded_below if not_grounded_below is not None else high
+    return JudgeCalibration(high, low, ("support",))

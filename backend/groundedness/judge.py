@@ -30,6 +30,11 @@ small classifier's, trained on public NLI data, over the model's final hidden st
 answer position of the support question and that question's P(yes): the same prompt and the
 same forward pass, read by trained weights rather than by the yes/no logits alone.
 
+A fact-checker (``backend.engines.base.FactChecker``: MiniCheck, an NLI model) reads the
+(chunk, claim) pairs instead, each as its authors feed it (``backend.engines.fact_checkers``),
+in chunks of its own size and units; its support for a pair stands as the support question's
+reading, and the rest (claims, ranking, rounds, stopping) is the same.
+
 The judge gives the support; the verdict comes from thresholds calibrated for the model and
 the engine that reads the prompts, with the same choice of questions
 (``backend.groundedness.calibration``). What each choice scored is in benchmarks/README.md.
@@ -44,7 +49,7 @@ from typing import Protocol
 import numpy as np
 
 from backend.chat.yes_no import YesNoReader, YesNoReading
-from backend.engines.base import ChatEngine
+from backend.engines.base import ChatEngine, FactChecker
 from backend.groundedness.claims import (
     chunk_context,
     evidence_by_claim,
@@ -104,13 +109,15 @@ class GroundednessJudge:
     """Reads the support of (context, response) pairs with a chat engine.
 
     Args:
-        reader: the chat engine that reads the prompts, or a ``YesNoReading`` (an engine
-            behind an API).
+        reader: the chat engine that reads the prompts, a ``YesNoReading`` (an engine
+            behind an API), or a ``FactChecker`` that reads (chunk, claim) pairs itself (it
+            asks the support question alone).
         questions: the names of the questions asked (``prompts.QUESTIONS``). Part of each
             calibration: thresholds hold only for the questions they were fitted on.
         stop_at: ``(grounded_at, not_grounded_below)``: stop reading where the verdict under
             these thresholds is settled; None reads every chunk of every claim (calibration).
-        chunk_tokens: largest context chunk shown to the model at once.
+        chunk_tokens: largest context chunk shown to the model at once (default
+            ``CHUNK_TOKENS``, or a fact-checker's own ``chunk_tokens``).
         chunks_per_claim: how many chunks each claim is checked against.
         max_claims: more sentences than this are merged into this many claims.
         learned: a trained reading of the support question that gives each chunk's support
@@ -123,17 +130,21 @@ class GroundednessJudge:
 
     def __init__(
         self,
-        reader: ChatEngine | YesNoReading,
+        reader: ChatEngine | YesNoReading | FactChecker,
         *,
         questions: Sequence[str],
         stop_at: tuple[float, float] | None = None,
-        chunk_tokens: int = CHUNK_TOKENS,
+        chunk_tokens: int | None = None,
         chunks_per_claim: int = CHUNKS_PER_CLAIM,
         max_claims: int = MAX_CLAIMS,
         learned: LearnedSupport | None = None,
         hidden_states: bool = False,
         evidence: str = "chunks",
     ) -> None:
+        #: A fact-checker reads (chunk, claim) pairs itself; else prompts are read as yes/no.
+        self._checker = reader if isinstance(reader, FactChecker) else None
+        if chunk_tokens is None:
+            chunk_tokens = self._checker.chunk_tokens if self._checker else CHUNK_TOKENS
         if chunk_tokens < 1 or chunks_per_claim < 1 or max_claims < 1:
             raise ValueError("chunk_tokens, chunks_per_claim and max_claims must be positive")
         unknown = [name for name in questions if name not in QUESTIONS]
@@ -145,7 +156,10 @@ class GroundednessJudge:
         self._chunk_tokens = chunk_tokens
         self._chunks_per_claim = chunks_per_claim
         self._max_claims = max_claims
-        self._reader = reader if isinstance(reader, YesNoReading) else YesNoReader(reader)
+        if self._checker is not None:
+            self._reader: YesNoReading | FactChecker = self._checker
+        else:
+            self._reader = reader if isinstance(reader, YesNoReading) else YesNoReader(reader)
         self._questions = [QUESTIONS[name] for name in questions]
         self._stop_at = stop_at
         self._learned = learned
@@ -154,6 +168,8 @@ class GroundednessJudge:
             raise ValueError("a learned reading needs a local chat engine's hidden states")
         if learned is not None and list(questions) != ["support"]:
             raise ValueError("a learned reading reads the support question alone")
+        if self._checker is not None and list(questions) != ["support"]:
+            raise ValueError("a fact-checker answers the support question alone")
 
     def assess(self, context: str, response: str) -> Assessment:
         """The response's support by the context, and the prompt tokens read for it."""
@@ -185,12 +201,7 @@ class GroundednessJudge:
             ]
             if not pairs:
                 break
-            prompts = [
-                judge_prompt(chunks[chunk], claims[number], question)
-                for number, chunk in pairs
-                for question in self._questions
-            ]
-            results = iter(self._read(prompts))
+            results = iter(self._read_round(chunks, claims, pairs))
             for number, chunk in pairs:
                 p_yes, hidden = {}, None
                 for question in self._questions:
@@ -203,6 +214,22 @@ class GroundednessJudge:
         supports = tuple(zip(claims, best, strict=True))
         assessment = Assessment(support=min(best), prompt_tokens=prompt_tokens, claims=supports)
         return assessment, readings
+
+    def _read_round(
+        self, chunks: list[str], claims: list[str], pairs: list[tuple[int, int]]
+    ) -> list[tuple]:
+        """(P(yes), prompt tokens, hidden state or None) of each (claim, chunk) pair's
+        questions in turn, all read together: a fact-checker's support for the pair stands
+        as the support question's answer."""
+        if self._checker is not None:
+            read_pairs = [(chunks[chunk], claims[number]) for number, chunk in pairs]
+            return [(support, read, None) for support, read in self._checker.supports(read_pairs)]
+        prompts = [
+            judge_prompt(chunks[chunk], claims[number], question)
+            for number, chunk in pairs
+            for question in self._questions
+        ]
+        return self._read(prompts)
 
     def _read(self, prompts: list[list[dict[str, str]]]) -> list[tuple]:
         """(P(yes), prompt tokens, hidden state or None) of each prompt, read together."""

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from backend.chat.output import Finished, OutputEvent, TextDelta
 from backend.chat.responses import PreparedAnswer
 from backend.chat.yes_no import YesNoReading
-from backend.engines.base import ChatEngine
+from backend.engines.base import ChatEngine, FactChecker
 from backend.groundedness.calibration import JudgeCalibration
 from backend.groundedness.judge import Assessment, GroundednessJudge
 from backend.protocol.catalogue import ModelCard
@@ -26,10 +26,10 @@ from backend.protocol.validation import check_groundedness_messages
 
 @dataclass(frozen=True)
 class JudgeReader:
-    """The engine that reads the judge's prompts: a local chat engine, or a ``YesNoReading``
-    of an engine behind an API."""
+    """The engine that reads the judge's prompts: a local chat engine, a ``YesNoReading``
+    of an engine behind an API, or a fact-checker that reads (chunk, claim) pairs itself."""
 
-    engine: ChatEngine | YesNoReading
+    engine: ChatEngine | YesNoReading | FactChecker
     #: Held while the engine reads (the chat engine's own turn when it is the chat engine).
     turn: Callable[[], AbstractContextManager] = contextlib.nullcontext
     #: Which model reads: ``chat engine``, ``bf16 copy`` of the chat model
@@ -45,7 +45,10 @@ class JudgeReader:
     def kind(self) -> str:
         """Which calibration its readings need: ``llama.cpp`` for quantized prompt evaluation,
         ``transformers`` for other local engines (``calibration.CALIBRATIONS``), ``engine``
-        behind an API (calibrated for the model it serves, or not at all)."""
+        behind an API (calibrated for the model it serves, or not at all), ``checker`` for a
+        fact-checker (its authors' cut, ``calibration.checker_thresholds``)."""
+        if isinstance(self.engine, FactChecker):
+            return "checker"
         if isinstance(self.engine, YesNoReading):
             return "engine"
         return "llama.cpp" if self.engine.quantized_prompt_evaluation else "transformers"
@@ -53,7 +56,7 @@ class JudgeReader:
     @property
     def reads_hidden_states(self) -> bool:
         """Whether the engine exposes hidden states, as the judge's learned reading needs."""
-        return not isinstance(self.engine, YesNoReading) and self.engine.reads_hidden_states
+        return isinstance(self.engine, ChatEngine) and self.engine.reads_hidden_states
 
 
 class GroundednessService:

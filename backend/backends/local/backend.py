@@ -19,9 +19,14 @@ from backend.backends.local.threads import Lazy
 from backend.chat.responses import PreparedAnswer
 from backend.chat.service import ChatService
 from backend.embeddings.service import EmbeddingService
-from backend.engines.base import ChatEngine, EmbeddingEngine
+from backend.engines.base import ChatEngine, EmbeddingEngine, FactChecker
 from backend.engines.selection import CHAT_ENGINES, chat_engine_kind, judge_reads_with_copy
-from backend.groundedness.calibration import JudgeCalibration, calibration_for, own_thresholds
+from backend.groundedness.calibration import (
+    JudgeCalibration,
+    calibration_for,
+    checker_thresholds,
+    own_thresholds,
+)
 from backend.groundedness.service import GroundednessService, JudgeReader
 from backend.interface import (
     ChatRequestLike,
@@ -133,12 +138,12 @@ class InProcessBackend(ServicesBackend):
 
         return load_judge_copy(self.config.chat_model, self.config.chat_dtype)
 
-    def _load_judge_model(self) -> ChatEngine:
-        from backend.engines.loader import load_chat_engine
+    def _load_judge_model(self) -> ChatEngine | FactChecker:
+        from backend.engines.loader import load_judge_model
 
         config = self.config
         kind = chat_engine_kind(config.judge_model, "auto", config.device)
-        return load_chat_engine(config.judge_model, kind, config.device, config.chat_dtype)
+        return load_judge_model(config.judge_model, kind, config.device, config.chat_dtype)
 
     def _load_embedding_engine(self) -> EmbeddingEngine:
         from backend.engines.loader import load_embedding_engine
@@ -155,8 +160,8 @@ class InProcessBackend(ServicesBackend):
         """The one place that decides what reads the judge's prompts: the chat engine, or a
         copy of the model that evaluates prompts faster
         (``backend.engines.selection.judge_reads_with_copy``), or the judge model the user
-        named (``EngineConfig.judge_model``). The calibration, and the lock held while
-        reading, follow from the choice."""
+        named (``EngineConfig.judge_model``: a chat model, or a fact-checker). The
+        calibration, and the lock held while reading, follow from the choice."""
         config = self.config
         if config.judge_model is not None and config.judge_model != config.chat_model:
             return JudgeReader(self._judge_model.get(), self._judge_model.turn, "judge model")
@@ -167,7 +172,9 @@ class InProcessBackend(ServicesBackend):
 
     def _build_groundedness_service(self) -> GroundednessService:
         config, reader = self.config, self._judge_reader.get()
-        if config.judge_profile is None:  # a judge model of the user's own: their thresholds
+        if reader.kind == "checker":  # a fact-checker: its authors' cut, or the user's
+            calibration = checker_thresholds(config.grounded_at, config.not_grounded_below)
+        elif config.judge_profile is None:  # a chat model of the user's own: their thresholds
             calibration = own_thresholds(config.grounded_at, config.not_grounded_below)
         else:
             calibration = calibration_for(

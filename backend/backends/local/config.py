@@ -23,8 +23,12 @@ Environment variables (arguments to ``connect`` / ``EngineConfig.from_env`` win)
 * ``CORE_JUDGE_MODEL``: a model that reads the groundedness judge's prompts instead of the chat
   model (a GPU user keeps a fast chat model and picks a strong judge): a Hugging Face id,
   folder, GGUF file or an embedded model's name. An embedded model brings its calibration;
-  any other needs ``grounded_at`` / ``not_grounded_below`` (``benchmarks.eval.calibrate
-  --judge-model`` finds them).
+  any other chat model needs ``grounded_at`` / ``not_grounded_below``
+  (``benchmarks.eval.calibrate --judge-model`` finds them). It may also be an open
+  fact-checker, read as its authors read it (``backend.engines.fact_checkers``): a
+  sequence-classification one (MiniCheck-RoBERTa-L / -DeBERTa-L, an NLI model with an
+  entailment label) or a T5 one (MiniCheck-Flan-T5-L), with its authors' cut of 0.5 unless
+  thresholds are given; a model of another kind is refused, naming the kinds accepted.
 * ``CORE_CHAT_DTYPE`` / ``CORE_EMBEDDING_DTYPE``: ``float32``, ``bfloat16``, ``float16`` or
   ``auto`` (default: bf16 where the hardware computes in it, else float32).
 * ``CORE_CACHE_DIR``: where converted weights are kept (see ``backend.engines.weights.cache``).
@@ -38,6 +42,7 @@ from typing import Any
 
 from backend.chat.tool_need import TOOL_NEED_THRESHOLDS
 from backend.embeddings.windows import EmbeddingPrefixes
+from backend.engines.judge_kinds import CHECKER_KINDS, known_judge_kind
 from backend.engines.selection import CHAT_ENGINES, JUDGE_READERS
 
 PROFILE_CHAT_MODELS = {
@@ -69,7 +74,9 @@ UNCALIBRATED_JUDGE = (
     "the groundedness judge model {model!r} has no calibration: its thresholds hold only for "
     "the model they were fitted on. Pass grounded_at and not_grounded_below (CLI: "
     "--grounded-at/--not-grounded-below); to find them: "
-    "python -m benchmarks.eval.calibrate --judge-model {model}"
+    "python -m benchmarks.eval.calibrate --judge-model {model}. A fact-checker "
+    "(sequence-classification or T5, such as MiniCheck) needs none: name its local folder or "
+    "a model id already downloaded, whose configuration says what it is"
 )
 
 
@@ -92,14 +99,19 @@ class EngineConfig:
     #: See ``backend.chat.tool_need``; set from the profile by ``from_env``.
     tool_call_check_below: float | None = None
     #: A model that reads the groundedness judge's prompts instead of the chat model (a Hugging
-    #: Face id, local folder, GGUF file or embedded model name); None: the chat model.
+    #: Face id, local folder, GGUF file or embedded model name; a chat model or a fact-checker,
+    #: ``backend.engines.judge_kinds``); None: the chat model.
     judge_model: str | None = None
 
     def __post_init__(self) -> None:
         _check_choice("chat_engine", self.chat_engine, CHAT_ENGINES, INJECTED_CHAT_ENGINE_HINT)
         _check_choice("groundedness_engine", self.groundedness_engine, JUDGE_READERS)
         if self.judge_model is not None and self.judge_profile is None:
-            if self.grounded_at is None and self.not_grounded_below is None:
+            # Told from its files where they are here (a model of no accepted kind is refused
+            # now); a fact-checker reads with its authors' cut, a chat model needs thresholds.
+            kind = known_judge_kind(self.judge_model)
+            no_thresholds = self.grounded_at is None and self.not_grounded_below is None
+            if kind not in CHECKER_KINDS and no_thresholds:
                 raise ValueError(UNCALIBRATED_JUDGE.format(model=self.judge_model))
 
     @property
