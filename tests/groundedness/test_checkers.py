@@ -4,7 +4,7 @@
 of its own size, and answering the check through the in-process backend.
 
 The models are tiny ones of the real architectures with random weights
-(``tiny_checkers``): every assertion holds for any weights.
+(``checker_models``): every assertion holds for any weights.
 """
 
 from __future__ import annotations
@@ -35,8 +35,7 @@ from backend.groundedness.judge import GroundednessJudge
 from backend.protocol.catalogue import GROUNDEDNESS_MODEL
 from backend.protocol.schemas import ChatCompletionRequest
 from backend.protocol.validation import parse_request
-from backend.testing import CharCountEmbeddingEngine, ScriptedChatEngine
-from tests.groundedness import tiny_checkers
+from backend.testing import CharCountEmbeddingEngine, ScriptedChatEngine, checker_models
 
 #: Where the checkers run (``CORE_TEST_DEVICE=cuda`` on a GPU), in float32 throughout.
 DEVICE = os.environ.get("CORE_TEST_DEVICE") or "cpu"
@@ -48,7 +47,7 @@ CLAIM = "The ferry leaves at nine."
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("checkers")
     builders = ("roberta_minicheck", "deberta_minicheck", "deberta_nli", "t5_minicheck")
-    return {name: str(getattr(tiny_checkers, name)(root / name)) for name in builders}
+    return {name: str(getattr(checker_models, name)(root / name)) for name in builders}
 
 
 @pytest.fixture(scope="module")
@@ -134,7 +133,7 @@ def test_a_model_of_no_accepted_kind_is_refused_naming_the_kinds(config, what):
 
 
 def test_a_folder_of_no_accepted_kind_is_refused_when_named(tmp_path):
-    folder = str(tiny_checkers.bert_without_head(tmp_path / "bert"))
+    folder = str(checker_models.bert_without_head(tmp_path / "bert"))
     for name_it in (
         lambda: EngineConfig.from_env(judge_model=folder),  # at construction
         lambda: load_judge_model(folder, "transformers", "cpu"),  # and at load
@@ -382,7 +381,7 @@ def _check_thresholds_decide(folder, support):
 
 
 def test_a_causal_judge_model_still_reads_its_prompts_by_p_yes(tmp_path):
-    folder = str(tiny_checkers.qwen2_causal(tmp_path / "qwen2"))
+    folder = str(checker_models.qwen2_causal(tmp_path / "qwen2"))
     backend = _backend(folder, grounded_at=0.5)
     try:
         reader = backend.judge_reader()

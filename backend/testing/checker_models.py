@@ -1,6 +1,8 @@
-"""Tiny models of the real checker architectures with random weights, each saved with a
-tokenizer built here from a small vocabulary (no hub): what ``CORE_JUDGE_MODEL`` names in the
-tests of ``backend.engines.fact_checkers``.
+"""Models of the real checker architectures with random weights, each saved with a tokenizer
+built here from a small vocabulary (no hub): what ``CORE_JUDGE_MODEL`` names in the tests of
+``backend.engines.fact_checkers`` (``size="tiny"``), and in ``benchmarks.judge.checker_speed``
+at the published checkers' sizes (``size="large"``: RoBERTa-L, DeBERTa-v3-L, Flan-T5-L layers
+and widths; the vocabulary stays this module's, which changes only the embedding tables).
 
 * ``roberta_minicheck``: RobertaForSequenceClassification, two labels (MiniCheck-RoBERTa-L's
   shape), a byte-level BPE tokenizer with RoBERTa's special tokens and a 512-token window;
@@ -81,10 +83,24 @@ def _save(model, tokenizer, folder: Path) -> Path:
     return folder
 
 
-SMALL = dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+#: Encoder widths and depths: tiny for tests, RoBERTa-L's and DeBERTa-v3-L's for speed.
+ENCODER_SIZES = {
+    "tiny": dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64),
+    "large": dict(
+        hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096
+    ),
+}
+#: T5's: tiny for tests, Flan-T5-L's for speed.
+T5_SIZES = {
+    "tiny": dict(d_model=32, d_kv=8, d_ff=64, num_layers=2, num_decoder_layers=2, num_heads=4),
+    "large": dict(
+        d_model=1024, d_kv=64, d_ff=2816, num_layers=24, num_decoder_layers=24, num_heads=16
+    ),
+}
+SMALL = ENCODER_SIZES["tiny"]
 
 
-def roberta_minicheck(folder: Path, seed: int = 0) -> Path:
+def roberta_minicheck(folder: Path, seed: int = 0, size: str = "tiny") -> Path:
     from transformers import RobertaConfig, RobertaForSequenceClassification
 
     tokenizer = _roberta_tokenizer()
@@ -95,13 +111,13 @@ def roberta_minicheck(folder: Path, seed: int = 0) -> Path:
         bos_token_id=tokenizer.bos_token_id,
         eos_token_id=tokenizer.eos_token_id,
         num_labels=2,
-        **SMALL,
+        **ENCODER_SIZES[size],
     )
     torch.manual_seed(seed)
     return _save(RobertaForSequenceClassification(config), tokenizer, folder)
 
 
-def _deberta(folder: Path, id2label: dict[int, str], seed: int) -> Path:
+def _deberta(folder: Path, id2label: dict[int, str], seed: int, size: str = "tiny") -> Path:
     from transformers import DebertaV2Config, DebertaV2ForSequenceClassification
 
     tokenizer = _deberta_tokenizer()
@@ -118,32 +134,27 @@ def _deberta(folder: Path, id2label: dict[int, str], seed: int) -> Path:
         pad_token_id=tokenizer.pad_token_id,
         id2label=id2label,
         label2id={label: i for i, label in id2label.items()},
-        **SMALL,
+        **ENCODER_SIZES[size],
     )
     torch.manual_seed(seed)
     return _save(DebertaV2ForSequenceClassification(config), tokenizer, folder)
 
 
-def deberta_minicheck(folder: Path, seed: int = 0) -> Path:
-    return _deberta(folder, {0: "0", 1: "1"}, seed)
+def deberta_minicheck(folder: Path, seed: int = 0, size: str = "tiny") -> Path:
+    return _deberta(folder, {0: "0", 1: "1"}, seed, size)
 
 
 def deberta_nli(folder: Path, seed: int = 0) -> Path:
     return _deberta(folder, {0: "contradiction", 1: "entailment", 2: "neutral"}, seed)
 
 
-def t5_minicheck(folder: Path, seed: int = 0) -> Path:
+def t5_minicheck(folder: Path, seed: int = 0, size: str = "tiny") -> Path:
     from transformers import T5Config, T5ForConditionalGeneration
 
     tokenizer = _t5_tokenizer()
     config = T5Config(
         vocab_size=len(tokenizer),
-        d_model=32,
-        d_kv=8,
-        d_ff=64,
-        num_layers=2,
-        num_decoder_layers=2,
-        num_heads=4,
+        **T5_SIZES[size],
         feed_forward_proj="gated-gelu",
         tie_word_embeddings=False,
         decoder_start_token_id=0,
