@@ -40,8 +40,8 @@ BENCHMARK_PAGES = {
 PLOT_CAPTIONS = {
     "speed-ratios.png": "Ours against the baseline for each figure of `benchmarks/results.json` "
     "(ratio = ours / baseline; the marker says whether higher or lower is better).",
-    "gpu-throughput.png": "Chat on one H200 (`make bench-gpu`, random weights): tokens/s by "
-    "number of concurrent streams.",
+    "transformers-streams.png": "The transformers engine on the 2-core CPU (the 0.5B model, "
+    "bf16): tokens/s of all streams together, by number of concurrent greedy streams.",
 }
 
 
