@@ -126,7 +126,7 @@ $(VENV)/.installed-docs: constraints.txt | install
 	touch $@
 
 docs: install $(VENV)/.installed-docs
-	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --clean
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --clean
 
 lint: install
 	$(VENV)/bin/ruff check .
