@@ -105,7 +105,8 @@ def env_table() -> str:
         out.append(f"\n### {_SECTIONS.get(module, module)}\n\nRead by `{module}`.\n")
         entries = documented[module]
         in_code = any(names[0] in server_defaults for names, _ in entries)
-        out.append("| variable | what it sets (and its default) |" + (" default in code |" * in_code))
+        header = "| variable | what it sets (and its default) |"
+        out.append(header + (" default in code |" * in_code))
         out.append("|---|---|" + ("---|" * in_code))
         for names, text in entries:
             variables = " / ".join(f"`{n}`" for n in names)
@@ -166,9 +167,7 @@ def connect_tables() -> str:
         out.append(f"| `{f.name}` | {_default(f)} | {variable} |")
 
     out.append("\n### Adapters and `backend.connect_shared()`: `ConnectionSettings`\n")
-    out.append(
-        "Every LangChain and LlamaIndex class takes these options, with these defaults.\n"
-    )
+    out.append("Every LangChain and LlamaIndex class takes these options, with these defaults.\n")
     out.append("| option | default | description |")
     out.append("|---|---|---|")
     for name, info in ConnectionSettings.model_fields.items():

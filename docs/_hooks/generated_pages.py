@@ -62,7 +62,7 @@ def benchmark_pages(text: str) -> dict[str, str]:
         # Each page starts at the top level: "## X" becomes the page's title, "### " its parts.
         pages[name] = re.sub(r"(?m)^#(#+) ", r"\1 ", part)
     note = (
-        "\n\n!!! note \"Source\"\n    Every page of this section is cut from "
+        '\n\n!!! note "Source"\n    Every page of this section is cut from '
         "`benchmarks/README.md`, the one home of these figures; edit it there.\n"
     )
     pages["index"] = pages["index"].replace("\n", note + "\n", 1)
@@ -72,7 +72,8 @@ def benchmark_pages(text: str) -> dict[str, str]:
             f"\n![{p.stem}](../img/benchmarks/{p.name})\n\n{PLOT_CAPTIONS.get(p.name, '')}\n"
             for p in plots
         )
-        pages["index"] = pages["index"].replace("\n## Results", "\n## Plots\n" + figures + "\n## Results", 1)
+        results = "\n## Results"
+        pages["index"] = pages["index"].replace(results, "\n## Plots\n" + figures + results, 1)
     return pages
 
 
@@ -108,7 +109,7 @@ def notebook_markdown(path: Path) -> str:
     """A notebook as a page: its cells in order, with their saved outputs."""
     notebook = json.loads(path.read_text(encoding="utf-8"))
     chunks = [
-        f"!!! note \"Executed notebook\"\n    `notebooks/{path.name}`, shown with the outputs "
+        f'!!! note "Executed notebook"\n    `notebooks/{path.name}`, shown with the outputs '
         "saved when `make notebooks` last ran it; `make test` runs it again every time.\n"
     ]
     for cell in notebook["cells"]:
