@@ -189,7 +189,7 @@ def _flags(parser: argparse.ArgumentParser) -> list[str]:
             default = "required" if action.required or not action.option_strings else ""
         else:
             default = f"`{action.default!r}`"
-        choices = f" One of: {', '.join(map(str, action.choices))}." if action.choices else ""
+        choices = f" (one of: {', '.join(map(str, action.choices))})" if action.choices else ""
         rows.append(f"| {name} | {default} | {_cell((action.help or '') + choices)} |")
     return rows
 
