@@ -10,6 +10,8 @@ models load once for the whole suite.
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from tests.docs.markdown_examples import ROOT, documentation_pages, examples
@@ -63,3 +65,11 @@ def test_page_examples_run(
         ran += 1
     if not ran:
         pytest.skip(f"{page.name}: every block is marked not to run")
+
+
+def test_python_examples_use_the_fence_the_collector_reads() -> None:
+    # A block fenced as ```py or ```python3 would be shown as Python but never run.
+    other = re.compile(r"^```\s*(py|python3|ipython|pycon)\s*$")
+    for page in documentation_pages():
+        for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), 1):
+            assert not other.match(line), f"{page.relative_to(ROOT)}:{number}: use ```python"
