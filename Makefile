@@ -120,7 +120,8 @@ eval: install $(if $(filter default,$(PROFILE)),install-default-model)
 		$(PY) -m benchmarks.eval.run_eval --profile $$profile || exit 1; done
 
 # The documentation site (docs/, mkdocs.yml) built into site/ (git-ignored), offline-readable;
-# --strict turns every warning (a broken link, a missing reference) into a failure.
+# --strict turns every warning (a broken link, a missing reference) into a failure. It needs the
+# full install: the configuration reference is read from backend's settings and CLI parser.
 $(VENV)/.installed-docs: constraints.txt | install
 	$(PIP) install --quiet -c constraints.txt -e ".[docs]"
 	touch $@
