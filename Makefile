@@ -20,7 +20,7 @@ NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 LLAMA_CPP_CMAKE_ARGS ?= -DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)'
 
 .PHONY: install install-default-model test notebooks serve lint clean eval bench bench-gpu train-judge train-cross-encoder \
-	train-cross-encoder-long
+	train-cross-encoder-long docs
 
 # The default chat model, unless CORE_MODEL_PROFILE=small asks for the small one only.
 MODEL_DEPS := $(if $(filter small,$(CORE_MODEL_PROFILE)),,install-default-model)
@@ -119,8 +119,18 @@ eval: install $(if $(filter default,$(PROFILE)),install-default-model)
 	for profile in $(PROFILE); do \
 		$(PY) -m benchmarks.eval.run_eval --profile $$profile || exit 1; done
 
+# The documentation site (docs/, mkdocs.yml) built into site/ (git-ignored), offline-readable;
+# --strict turns every warning (a broken link, a missing reference) into a failure. It needs the
+# full install: the configuration reference is read from backend's settings and CLI parser.
+$(VENV)/.installed-docs: constraints.txt | install
+	$(PIP) install --quiet -c constraints.txt -e ".[docs]"
+	touch $@
+
+docs: install $(VENV)/.installed-docs
+	NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --clean
+
 lint: install
 	$(VENV)/bin/ruff check .
 
 clean:
-	rm -rf $(VENV) .pytest_cache
+	rm -rf $(VENV) .pytest_cache site

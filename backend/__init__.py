@@ -14,6 +14,13 @@ The rooms: ``protocol`` (the API as data), ``engines`` (models), ``chat``, ``gro
 ``backends`` (its implementations: ``local`` in-process, ``client`` over HTTP,
 ``remote_engine`` in front of OpenAI-compatible engines), ``server``, ``bulk`` and
 ``testing`` (shipped test doubles); docs/architecture.md walks through them.
+
+Environment variables (arguments to ``connect`` and the adapters win):
+
+* ``CORE_BASE_URL``: a core-textmodels server to send every request to, e.g.
+  ``http://127.0.0.1:8000`` (default: none: the engines of ``CORE_ENGINE_URL``, else the
+  models in this process).
+* ``CORE_API_KEY``: the bearer key sent to that server (default: none).
 """
 
 from __future__ import annotations

@@ -1,7 +1,12 @@
 """Bearer-key authentication for every ``/v1`` path.
 
 Keys come from ``CORE_API_KEYS`` (comma-separated) and a key file (one key per line, blank
-lines and ``#`` comments ignored). A presented key is compared with every accepted key in
+lines and ``#`` comments ignored):
+
+* ``CORE_API_KEYS``: the keys the server accepts, comma-separated, besides those of
+  ``--api-key-file`` (default: none; the server refuses to start without keys unless given
+  ``--no-auth``).
+ A presented key is compared with every accepted key in
 constant time, so neither the match nor its position leaks through timing. Keys are never
 logged or echoed in responses.
 

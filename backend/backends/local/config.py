@@ -31,7 +31,14 @@ Environment variables (arguments to ``connect`` / ``EngineConfig.from_env`` win)
   thresholds are given; a model of another kind is refused, naming the kinds accepted.
 * ``CORE_CHAT_DTYPE`` / ``CORE_EMBEDDING_DTYPE``: ``float32``, ``bfloat16``, ``float16`` or
   ``auto`` (default: bf16 where the hardware computes in it, else float32).
-* ``CORE_CACHE_DIR``: where converted weights are kept (see ``backend.engines.weights.cache``).
+* ``CORE_CACHE_DIR``: where converted weights are kept (see ``backend.engines.weights.cache``;
+  default ``~/.cache/core-textmodels``).
+* ``CORE_DETERMINISTIC``: ``1`` decodes each chat request alone, so that none depends on
+  another, at the cost of batching (default off; ``backend.engines.request_runner``).
+* ``CORE_CUDA_GRAPHS``: ``1`` / ``0`` turns the transformers engine's slot runner on or off
+  (default: on for a CUDA device, off elsewhere; ``backend.engines.transformers_chat``).
+* ``CORE_SLOT_LENGTH``: tokens one generation holds in the slot runner's cache, which is then
+  the engine's context length (default 4096).
 """
 
 from __future__ import annotations
