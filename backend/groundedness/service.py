@@ -98,11 +98,6 @@ class GroundednessService:
                 "whose verdict is read from the judge's probabilities, not generated"
             )
         if request.core_report:
-            if request.stream:
-                raise BadRequestError(
-                    "invalid request: core_report is not available with stream; ask without "
-                    "stream, or POST /v1/core/groundedness/report"
-                )
             found = self.report_request(request)
             verdict, prompt_tokens = found.verdict, found.prompt_tokens
             report = report_body(found, card.version)

@@ -41,6 +41,23 @@ from backend.protocol.schemas import (
 from backend.protocol.validation import parse_request
 
 
+def _check_core_report(request: ChatCompletionRequest, card: ModelCard, streamed: bool) -> None:
+    """``core_report`` (not in the spec) asks a groundedness check, not streamed, for its
+    report; anywhere else it is refused rather than ignored."""
+    if not request.core_report:
+        return
+    if card.operation is not Operation.GROUNDEDNESS:
+        raise BadRequestError(
+            "invalid request: core_report is for the groundedness check "
+            f"({GROUNDEDNESS_MODEL}), not for chat models"
+        )
+    if streamed:
+        raise BadRequestError(
+            "invalid request: core_report is not available with stream; ask without stream, "
+            "or POST /v1/core/groundedness/report"
+        )
+
+
 class ServicesBackend(Backend):
     """``Backend`` over a chat answerer, a groundedness service and an embedding service."""
 
@@ -59,13 +76,9 @@ class ServicesBackend(Backend):
     def _prepare_chat(self, request: ChatRequestLike, streamed: bool) -> PreparedAnswer:
         req = parse_request(ChatCompletionRequest, request)
         card = resolve_model(req.model, Operation.CHAT, Operation.GROUNDEDNESS)
+        _check_core_report(req, card, streamed)
         if card.operation is Operation.GROUNDEDNESS:
             return self._groundedness().prepare(req, card)
-        if req.core_report:
-            raise BadRequestError(
-                "invalid request: core_report is for the groundedness check "
-                f"({GROUNDEDNESS_MODEL}), not for chat models"
-            )
         return self._chat_answer(req, card, streamed)
 
     def chat(self, request: ChatRequestLike) -> ChatCompletion:
