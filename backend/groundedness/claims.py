@@ -7,6 +7,12 @@ Japanese (``다.``, ``요.``, ``。``, ``！``, ``？``). Chunks follow paragrap
 boundaries. Which chunks hold a claim's evidence is guessed by weighted term overlap (words,
 and character pairs for Hangul, kana and kanji, which are written without spaces between
 words); the model then reads only those.
+
+Claims and chunks are ``Piece``s: the text the judge reads and its range in the text it was
+cut from, which the report (``backend.groundedness.report``) gives as offsets. The texts are
+what they have always been (calibrations were fitted on them); on the measured sets they
+differ from their ranges' text only in WiCE's long contexts, whose sentences a chunk joins
+with a blank line (``python -m benchmarks.judge.report_check --spans``).
 """
 
 from __future__ import annotations
