@@ -264,9 +264,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print the verdict, then the response with each claim the context does not "
         "support marked [[verdict support: claim]]",
     )
-    shown.add_argument(
-        "--json", action="store_true", help="print the check's whole report as JSON"
-    )
+    shown.add_argument("--json", action="store_true", help="print the check's whole report as JSON")
     _connection_options(check)
     check.set_defaults(run=_check)
 

@@ -123,9 +123,7 @@ def claim_pieces(response: str, max_claims: int) -> list[Piece]:
         start, end = _stripped(response, 0, len(response))
         return [Piece(response[start:end], start, end)]
     while len(claims) > max_claims:  # bound the cost: merge the shortest neighbouring pair
-        i = min(
-            range(len(claims) - 1), key=lambda k: len(claims[k].text) + len(claims[k + 1].text)
-        )
+        i = min(range(len(claims) - 1), key=lambda k: len(claims[k].text) + len(claims[k + 1].text))
         claims[i : i + 2] = [_joined(claims[i], claims[i + 1])]
     return claims
 

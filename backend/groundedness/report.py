@@ -161,7 +161,9 @@ def report_body(report: JudgeReport, model: str) -> GroundednessReport:
         ],
         corrected_response=report.corrected_response,
         usage=Usage(
-            prompt_tokens=report.prompt_tokens, completion_tokens=0, total_tokens=report.prompt_tokens
+            prompt_tokens=report.prompt_tokens,
+            completion_tokens=0,
+            total_tokens=report.prompt_tokens,
         ),
     )
 

@@ -11,8 +11,12 @@ the engine's cache), and asserts what the report promises:
 * the corrected response holds every claim judged grounded, in order, and no other claim
   (unless its text is part of a kept claim's).
 
+The plain check is the spec's request (``chat``), the report ``check_groundedness_report``.
 It prints, per set, the counts, the balanced accuracy of the verdicts (the same for both, by
-the first promise) and the seconds per check of each.
+the first promise), and the prompt tokens and seconds per check of each: the report reads
+what the plain check reads, so its prompt tokens are the same (unless the engine's prompt
+cache moved a support across a threshold where the judge stops reading) and its seconds
+differ by the bookkeeping alone, and by the noise of a shared machine.
 
     python -m benchmarks.judge.report_check --profile small --sets first,second,wice --limit 5
 
@@ -32,6 +36,7 @@ from typing import Any
 
 from backend.groundedness.claims import chunk_pieces, claim_pieces
 from backend.groundedness.judge import CHUNK_TOKENS, MAX_CLAIMS
+from backend.groundedness.request import groundedness_request, read_verdict
 from backend.protocol.groundedness_report import GroundednessReport
 from benchmarks.eval import metrics
 from benchmarks.eval.run_eval import groundedness_cases
@@ -65,19 +70,23 @@ def check_report(context: str, response: str, report: GroundednessReport, verdic
 def compare(backend: Any, cases: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Both answers for every case, the promises asserted; the figures of the set."""
     seconds = {"plain": 0.0, "report": 0.0}
-    verdicts, counts = [], Counter()
+    verdicts, counts, tokens = [], Counter(), Counter()
     for number, case in enumerate(cases):
         context, response = case["context"], case["response"]
         order = ("plain", "report") if number % 2 == 0 else ("report", "plain")
         for kind in order:
             started = time.perf_counter()
             if kind == "plain":
-                verdict = backend.check_groundedness(context, response).verdict
+                completion = backend.chat(groundedness_request(context, response))
+                verdict, read = read_verdict(completion), completion.usage.prompt_tokens
             else:
                 report = backend.check_groundedness_report(context, response)
             seconds[kind] += time.perf_counter() - started
         check_report(context, response, report, verdict)
         verdicts.append(verdict)
+        counts["reports of the same prompt tokens"] += report.usage.prompt_tokens == read
+        tokens["plain"] += read
+        tokens["report"] += report.usage.prompt_tokens
         counts["claims"] += len(report.claims)
         counts["claims decided early"] += sum(c.decided_early for c in report.claims)
         counts["claims not grounded"] += sum(c.verdict != "grounded" for c in report.claims)
@@ -95,6 +104,8 @@ def compare(backend: Any, cases: Sequence[dict[str, Any]]) -> dict[str, Any]:
         )
         if clear
         else None,
+        "prompt tokens per plain check": tokens["plain"] / max(len(cases), 1),
+        "prompt tokens per report": tokens["report"] / max(len(cases), 1),
         "seconds per plain check": seconds["plain"] / max(len(cases), 1),
         "seconds per report": seconds["report"] / max(len(cases), 1),
     }

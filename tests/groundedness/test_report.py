@@ -64,7 +64,9 @@ def assert_exact_slices(context, response, report):
 
 
 def test_claims_are_ranges_of_the_response_in_three_languages():
-    response = "직원은 18명이다. 내년에 공장을 열 계획이에요. 席数は24席である。うどんもある！ It is 5 m."
+    response = (
+        "직원은 18명이다. 내년에 공장을 열 계획이에요. 席数は24席である。うどんもある！ It is 5 m."
+    )
     pieces = claim_pieces(response, 8)
     assert [p.text for p in pieces] == split_claims(response, 8)
     assert [response[p.start : p.end] for p in pieces] == [
@@ -100,8 +102,34 @@ def test_chunks_are_ranges_of_the_context():
 
 TEXTS = st.lists(
     st.sampled_from(
-        ["a", "bb", "Dr.", "e.g.", " ", "  ", "\n", "\n\n", "\n \n", ".", "!", "?", "。", "！",
-         "」", "다.", "요.", '"', ")", "Yes.", "1.", "word", "長い文", "A.", "\t", "席数"]
+        [
+            "a",
+            "bb",
+            "Dr.",
+            "e.g.",
+            " ",
+            "  ",
+            "\n",
+            "\n\n",
+            "\n \n",
+            ".",
+            "!",
+            "?",
+            "。",
+            "！",
+            "」",
+            "다.",
+            "요.",
+            '"',
+            ")",
+            "Yes.",
+            "1.",
+            "word",
+            "長い文",
+            "A.",
+            "\t",
+            "席数",
+        ]
     ),
     max_size=40,
 ).map("".join)

@@ -35,8 +35,8 @@ from backend.interface import (
     ReportRequestLike,
 )
 from backend.protocol.catalogue import DEFAULT_CHAT_MODEL
-from backend.protocol.groundedness_report import GroundednessReport
 from backend.protocol.errors import InternalServerError, NotImplementedByBackendError
+from backend.protocol.groundedness_report import GroundednessReport
 from backend.protocol.schemas import ChatCompletion, EmbeddingList, ModelList
 from backend.protocol.tokenize import COUNTED_CHAT_FIELDS, TokenizeRequest, TokenizeResponse
 
