@@ -22,6 +22,7 @@ from backend.groundedness.request import groundedness_request, read_verdict
 from backend.interface import Backend
 from backend.protocol.catalogue import DEFAULT_CHAT_MODEL, InputType, embedding_model
 from backend.protocol.errors import CoreError
+from backend.protocol.groundedness_report import GroundednessReport
 
 PROFILES = sorted(PROFILE_CHAT_MODELS)
 #: ``--num-cpus``'s default, as ``backend.server.ray_serve.DEFAULT_NUM_CPUS`` (not imported:
@@ -177,8 +178,30 @@ def _embed(args: argparse.Namespace) -> int:
     return 0
 
 
+def marked_response(report: GroundednessReport, response: str) -> str:
+    """``response`` with each claim the context does not support (verdict not ``grounded``)
+    between ``[[`` and ``]]``, its verdict and support first: ``[[notGrounded 0.02: ...]]``."""
+    marked, position = [], 0
+    for claim in report.claims:
+        if claim.verdict == "grounded":
+            continue
+        marked.append(response[position : claim.start])
+        marked.append(f"[[{claim.verdict} {claim.support:.2f}: {claim.text}]]")
+        position = claim.end
+    marked.append(response[position:])
+    return "".join(marked)
+
+
 def _check(args: argparse.Namespace) -> int:
     with _backend(args) as service:
+        if args.marked or args.json:
+            report = service.check_groundedness_report(args.context, args.response)
+            if args.json:
+                print(report.model_dump_json(indent=2))
+            else:
+                print(report.verdict)
+                print(marked_response(report, args.response))
+            return 0
         print(read_verdict(service.chat(groundedness_request(args.context, args.response))))
     return 0
 
@@ -235,6 +258,14 @@ def build_parser() -> argparse.ArgumentParser:
     check = commands.add_parser("check", help="is the response grounded in the context?")
     check.add_argument("--context", required=True)
     check.add_argument("--response", required=True)
+    shown = check.add_mutually_exclusive_group()
+    shown.add_argument(
+        "--marked",
+        action="store_true",
+        help="print the verdict, then the response with each claim the context does not "
+        "support marked [[verdict support: claim]]",
+    )
+    shown.add_argument("--json", action="store_true", help="print the check's whole report as JSON")
     _connection_options(check)
     check.set_defaults(run=_check)
 

@@ -10,8 +10,19 @@ from dataclasses import dataclass
 from typing import Any
 
 from backend.groundedness.request import groundedness_request, read_verdict
-from backend.protocol.catalogue import Operation, model_list, resolve_model, serving_card
-from backend.protocol.errors import NotImplementedByBackendError
+from backend.protocol.catalogue import (
+    GROUNDEDNESS_MODEL,
+    Operation,
+    model_list,
+    resolve_model,
+    serving_card,
+)
+from backend.protocol.errors import InternalServerError, NotImplementedByBackendError
+from backend.protocol.groundedness_report import (
+    ChatCompletionWithReport,
+    GroundednessReport,
+    GroundednessReportRequest,
+)
 from backend.protocol.schemas import (
     ChatCompletion,
     ChatCompletionChunk,
@@ -26,6 +37,7 @@ from backend.protocol.validation import parse_request
 
 ChatRequestLike = ChatCompletionRequest | Mapping[str, Any]
 EmbeddingRequestLike = EmbeddingRequest | Mapping[str, Any]
+ReportRequestLike = GroundednessReportRequest | Mapping[str, Any]
 
 
 @dataclass(frozen=True)
@@ -171,6 +183,49 @@ class Backend(abc.ABC):
             read_verdict(self.chat(groundedness_request(context, response, **fields)))
         )
 
+    async def acheck_groundedness(
+        self, context: str | Sequence[str], response: str, **fields: Any
+    ) -> GroundednessResult:
+        """The async twin of ``check_groundedness``."""
+        completion = await self.achat(groundedness_request(context, response, **fields))
+        return GroundednessResult(read_verdict(completion))
+
+    def check_groundedness_report(
+        self, context: str | Sequence[str], response: str, *, model: str = GROUNDEDNESS_MODEL
+    ) -> GroundednessReport:
+        """The check's report (``backend.protocol.groundedness_report``): its verdict (the
+        same as ``check_groundedness``'s), its support, each claim where it lies in
+        ``response`` with its verdict, support and the context chunks it was read against,
+        and the response without the claims the context does not support. Offsets are
+        Python ``str`` indices; a list of contexts counts as its texts joined by a blank line.
+
+        Raises:
+            BadRequestError: an empty context or response.
+        """
+        return self.groundedness_report(
+            {"model": model, "context": _texts(context), "response": response}
+        )
+
+    async def acheck_groundedness_report(
+        self, context: str | Sequence[str], response: str, *, model: str = GROUNDEDNESS_MODEL
+    ) -> GroundednessReport:
+        """The async twin of ``check_groundedness_report``."""
+        return await self.agroundedness_report(
+            {"model": model, "context": _texts(context), "response": response}
+        )
+
+    def groundedness_report(self, request: ReportRequestLike) -> GroundednessReport:
+        """What ``POST /v1/core/groundedness/report`` answers for ``request``. This default
+        asks ``chat`` for a check with ``core_report`` (a backend that answers checks
+        itself); the HTTP client asks the route."""
+        req = parse_request(GroundednessReportRequest, request)
+        return _report_of(self.chat(_report_check(req)))
+
+    async def agroundedness_report(self, request: ReportRequestLike) -> GroundednessReport:
+        """The async twin of ``groundedness_report``."""
+        req = parse_request(GroundednessReportRequest, request)
+        return _report_of(await self.achat(_report_check(req)))
+
     def models(self) -> ModelList:
         """The model catalogue (spec 2.1) in OpenAI's list shape."""
         return model_list()
@@ -244,6 +299,23 @@ class Backend(abc.ABC):
         await self.aclose()
 
 
+def _texts(context: str | Sequence[str]) -> str | list[str]:
+    return context if isinstance(context, str) else list(context)
+
+
+def _report_check(request: GroundednessReportRequest) -> dict[str, Any]:
+    """The spec check asking for ``request``'s report (``core_report``)."""
+    return groundedness_request(
+        request.context_text, request.response, model=request.model, core_report=True
+    )
+
+
+def _report_of(completion: ChatCompletion) -> GroundednessReport:
+    if not isinstance(completion, ChatCompletionWithReport):
+        raise InternalServerError("the groundedness check answered without its report")
+    return completion.core_report
+
+
 class BackendProxy(Backend):
     """A backend that hands every call to ``inner``; subclasses change what they need."""
 
@@ -272,6 +344,17 @@ class BackendProxy(Backend):
         self, context: str | Sequence[str], response: str, **fields: Any
     ) -> GroundednessResult:
         return self.inner.check_groundedness(context, response, **fields)
+
+    async def acheck_groundedness(
+        self, context: str | Sequence[str], response: str, **fields: Any
+    ) -> GroundednessResult:
+        return await self.inner.acheck_groundedness(context, response, **fields)
+
+    def groundedness_report(self, request: ReportRequestLike) -> GroundednessReport:
+        return self.inner.groundedness_report(request)
+
+    async def agroundedness_report(self, request: ReportRequestLike) -> GroundednessReport:
+        return await self.inner.agroundedness_report(request)
 
     def models(self) -> ModelList:
         return self.inner.models()

@@ -167,3 +167,18 @@ def test_flags_that_would_be_ignored_are_refused(connect, run_server, capsys, ar
     assert exited.value.code == 2
     assert message in capsys.readouterr().err
     assert connect.calls == [] and run_server.calls == []
+
+
+def test_check_marks_the_claims_the_context_does_not_support(monkeypatch, capsys):
+    from backend.testing import EchoChatEngine, offline_backend
+
+    monkeypatch.setattr(cli, "connect", Recorder(offline_backend(EchoChatEngine())))
+    context, response = "The tower is 330 m tall.", "The tower is 330 m tall. It is blue."
+    assert cli.main(["check", "--context", context, "--response", response, "--marked"]) == 0
+    verdict, marked = capsys.readouterr().out.splitlines()
+    assert verdict == "notGrounded"
+    assert marked.startswith("The tower is 330 m tall. [[notGrounded 0.")
+    assert marked.endswith(": It is blue.]]")
+    assert cli.main(["check", "--context", context, "--response", response, "--json"]) == 0
+    report = json.loads(capsys.readouterr().out)
+    assert report["corrected_response"] == "The tower is 330 m tall."

@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from backend.chat.output import Finished, Logprobs, OutputEvent, TextDelta, ToolCallsFound
+from backend.protocol.groundedness_report import ChatCompletionWithReport, GroundednessReport
 from backend.protocol.schemas import (
     AssistantMessage,
     ChatCompletion,
@@ -41,17 +42,25 @@ class PreparedAnswer:
     run: Callable[[Callable[[], bool]], Iterator[OutputEvent]]
     #: Whether the request asked for logprobs (``choices[].logprobs`` is null otherwise).
     logprobs: bool = False
+    #: A groundedness check's report, where the request asked for it (``core_report``): the
+    #: completion carries it as a member of its own (``ChatCompletionWithReport``).
+    report: GroundednessReport | None = None
 
 
 def complete(prepared: PreparedAnswer) -> ChatCompletion:
     """Run ``prepared`` to the end: the non-streamed response."""
-    return fold_completion(
+    completion = fold_completion(
         prepared.run(lambda: False),
         completion_id=new_completion_id(),
         created=now(),
         model=prepared.model,
         prompt_tokens=prepared.prompt_tokens,
         logprobs=prepared.logprobs,
+    )
+    if prepared.report is None:
+        return completion
+    return ChatCompletionWithReport.model_validate(
+        {**dict(completion), "core_report": prepared.report}
     )
 
 

@@ -51,10 +51,10 @@ import numpy as np
 from backend.chat.yes_no import YesNoReader, YesNoReading
 from backend.engines.base import ChatEngine, FactChecker
 from backend.groundedness.claims import (
-    chunk_context,
+    chunk_pieces,
+    claim_pieces,
     evidence_by_claim,
     rank_chunks,
-    split_claims,
 )
 from backend.groundedness.prompts import QUESTIONS, Question, judge_prompt
 
@@ -79,6 +79,15 @@ class Assessment:
     prompt_tokens: int
     #: Each claim with its support, in response order.
     claims: tuple[tuple[str, float], ...] = ()
+    #: Where each claim lies in the response: ``(start, end)`` in Python ``str`` indices
+    #: (code points), end exclusive, in ``claims``' order (``claims.Piece``).
+    claim_spans: tuple[tuple[int, int], ...] = ()
+    #: Where each chunk the claims were read against lies in the context, likewise; empty
+    #: with ``evidence="sentences"``, whose pieces are not ranges of the context.
+    chunk_spans: tuple[tuple[int, int], ...] = ()
+    #: For each claim, the chunks (indices into ``chunk_spans``) it was to be read against,
+    #: likeliest first; those after the last one read were left unread once settled.
+    candidates: tuple[tuple[int, ...], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -90,6 +99,8 @@ class ChunkReading:
     p_yes: dict[str, float]
     #: The final hidden state at the support question's answer position, where read.
     hidden: np.ndarray | None = None
+    #: The chunk's support for the claim, as the judge counted it (``GroundednessJudge``).
+    support: float | None = None
 
 
 class LearnedSupport(Protocol):
@@ -183,11 +194,14 @@ class GroundednessJudge:
         prompts of a round are handed to the reader at once, so the engine evaluates each
         chunk once for all the claims and questions asked of it.
         """
-        chunks = chunk_context(context, self._chunk_tokens, self._reader.count_tokens)
-        claims = split_claims(response, self._max_claims)
+        chunk_places = chunk_pieces(context, self._chunk_tokens, self._reader.count_tokens)
+        claim_places = claim_pieces(response, self._max_claims)
+        chunks = [piece.text for piece in chunk_places]
+        claims = [piece.text for piece in claim_places]
         if self._evidence == "sentences" and len(chunks) > 1:
             count = self._reader.count_tokens
             chunks, ranked = evidence_by_claim(context, claims, self._chunk_tokens, count)
+            chunk_places = []
         else:
             ranked = [rank_chunks(claim, chunks)[: self._chunks_per_claim] for claim in claims]
         best = [0.0] * len(claims)
@@ -207,12 +221,20 @@ class GroundednessJudge:
                 for question in self._questions:
                     p_yes[question.name], read, hidden = next(results)
                     prompt_tokens += read
-                readings.append(ChunkReading(number, chunk, p_yes, hidden))
-                best[number] = max(best[number], self._support(p_yes, hidden))
+                support = self._support(p_yes, hidden)
+                readings.append(ChunkReading(number, chunk, p_yes, hidden, support))
+                best[number] = max(best[number], support)
             if self._decided(best, ranked, round_):
                 break
         supports = tuple(zip(claims, best, strict=True))
-        assessment = Assessment(support=min(best), prompt_tokens=prompt_tokens, claims=supports)
+        assessment = Assessment(
+            support=min(best),
+            prompt_tokens=prompt_tokens,
+            claims=supports,
+            claim_spans=tuple((piece.start, piece.end) for piece in claim_places),
+            chunk_spans=tuple((piece.start, piece.end) for piece in chunk_places),
+            candidates=tuple(tuple(order) for order in ranked),
+        )
         return assessment, readings
 
     def _read_round(

@@ -12,11 +12,11 @@ from collections.abc import Sequence
 from typing import Any, get_args
 
 from backend.protocol.catalogue import GROUNDEDNESS_MODEL
+from backend.protocol.groundedness_report import CONTEXT_SEPARATOR
 from backend.protocol.schemas import ChatCompletion, Verdict
 
 VERDICTS: tuple[str, ...] = get_args(Verdict)
-#: What joins several context texts (retrieved documents) into the one context message.
-CONTEXT_SEPARATOR = "\n\n"
+__all__ = ["CONTEXT_SEPARATOR", "VERDICTS", "groundedness_request", "read_verdict"]
 
 
 def groundedness_request(

@@ -18,6 +18,7 @@ from backend.chat.yes_no import YesNoReading
 from backend.engines.base import ChatEngine, FactChecker
 from backend.groundedness.calibration import JudgeCalibration
 from backend.groundedness.judge import Assessment, GroundednessJudge
+from backend.groundedness.report import JudgeReport, build_report, report_body
 from backend.protocol.catalogue import ModelCard
 from backend.protocol.errors import BadRequestError
 from backend.protocol.schemas import ChatCompletionRequest, Verdict
@@ -83,17 +84,38 @@ class GroundednessService:
             assessment = self.judge.assess(context, response)
         return self.calibration.verdict(assessment.support), assessment
 
+    def report_request(self, request: ChatCompletionRequest) -> JudgeReport:
+        """The report on a check request (``backend.groundedness.report``): the judge's
+        readings of the plain check kept, claim by claim; no further reading.
+
+        Raises:
+            BadRequestError: the messages are not one context and one response (spec 4.2).
+        """
+        context, response = check_groundedness_messages(request.messages)
+        with self.reader.turn():
+            assessment, readings = self.judge.read(context, response)
+        return build_report(context, response, assessment, readings, self.calibration)
+
     def prepare(self, request: ChatCompletionRequest, card: ModelCard) -> PreparedAnswer:
         """Check and judge ``request`` now: every prompt is read before the answer starts, so
         its usage is known up front (the async paths call this from a worker thread). The
         request's temperature is validated but changes nothing: the judge samples nothing.
+        With ``core_report`` (not in the spec) the completion also carries the report
+        (``ChatCompletionWithReport``); the answer itself is the same.
         """
         if request.logprobs or request.top_logprobs is not None:
             raise BadRequestError(
                 "invalid request: logprobs are not available for the groundedness check, "
                 "whose verdict is read from the judge's probabilities, not generated"
             )
-        verdict, assessment = self.judge_request(request)
+        if request.core_report:
+            found = self.report_request(request)
+            verdict, prompt_tokens = found.verdict, found.prompt_tokens
+            report = report_body(found, card.version)
+        else:
+            report = None
+            verdict, assessment = self.judge_request(request)
+            prompt_tokens = assessment.prompt_tokens
 
         def run(should_stop: Callable[[], bool]) -> Iterator[OutputEvent]:
             yield TextDelta(verdict)
@@ -101,7 +123,8 @@ class GroundednessService:
 
         return PreparedAnswer(
             model=card.version,
-            prompt_tokens=assessment.prompt_tokens,
+            prompt_tokens=prompt_tokens,
             include_usage=request.include_usage,
             run=run,
+            report=report,
         )

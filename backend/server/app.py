@@ -25,6 +25,7 @@ from fastapi.openapi.utils import get_openapi
 from starlette.types import Scope
 
 from backend.interface import Backend
+from backend.protocol.groundedness_report import GroundednessReportRequest
 from backend.protocol.schemas import ChatCompletionChunk, ChatCompletionRequest, EmbeddingRequest
 from backend.protocol.tokenize import TokenizeRequest
 from backend.server.auth import BearerAuth
@@ -74,7 +75,14 @@ def _openapi(app: FastAPI) -> dict[str, Any]:
         title=app.title, version=app.version, description=app.description, routes=app.routes
     )
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    for model in (ChatCompletionRequest, EmbeddingRequest, TokenizeRequest, ChatCompletionChunk):
+    documented = (
+        ChatCompletionRequest,
+        EmbeddingRequest,
+        TokenizeRequest,
+        GroundednessReportRequest,
+        ChatCompletionChunk,
+    )
+    for model in documented:
         model_schema = model.model_json_schema(ref_template="#/components/schemas/{model}")
         for name, definition in model_schema.pop("$defs", {}).items():
             components.setdefault(name, definition)

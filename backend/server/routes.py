@@ -16,6 +16,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
 from backend.protocol.errors import BadRequestError
+from backend.protocol.groundedness_report import GroundednessReport, GroundednessReportRequest
 from backend.protocol.schemas import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -214,6 +215,23 @@ async def tokenize(request: Request) -> Response:
         lambda backend, body: asyncio.to_thread(backend.count_tokens, body),
     )
     return Response(result.model_dump_json(exclude_none=True), media_type="application/json")
+
+
+@router.post(
+    f"{API_PREFIX}/groundedness/report",
+    response_model=GroundednessReport,
+    responses=_MODEL_ERRORS,
+    openapi_extra=_json_body(GroundednessReportRequest),
+    summary="A groundedness check's report: verdict, support, claims with their evidence",
+)
+async def groundedness_report(request: Request) -> Response:
+    context, result = await _run_on_body(
+        request,
+        GroundednessReportRequest,
+        lambda backend, body: backend.agroundedness_report(body),
+    )
+    context.metrics.count_tokens(result.model, result.usage.prompt_tokens, 0)
+    return Response(result.model_dump_json(), media_type="application/json")
 
 
 @router.get(

@@ -37,6 +37,7 @@ STATUSES: Counter[int] = Counter()
 SERVED = {
     "/v1/core/chat/completions": ("core-1-mini-chat", "core-1-mini-groundedness-check"),
     "/v1/core/embeddings": ("core-embedding-1-large-query", "core-embedding-1-large-passage"),
+    "/v1/core/groundedness/report": ("core-1-mini-groundedness-check",),
 }
 
 

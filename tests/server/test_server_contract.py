@@ -102,6 +102,18 @@ def test_groundedness_verdict(service, small_backend, reference):
     assert result.usage.prompt_tokens > 0
 
 
+def test_groundedness_report(service, reference):
+    """The report's verdict and usage are the plain check's: the same readings, kept."""
+    context, response = (m["content"] for m in CHECK["messages"])
+    report = service.check_groundedness_report(context, response)
+    assert report.model == "core-1-mini-groundedness-check-240502"
+    assert report.verdict == reference["check"].choices[0].message.content
+    assert report.usage.prompt_tokens == reference["check"].usage.prompt_tokens
+    for claim in report.claims:
+        assert response[claim.start : claim.end] == claim.text
+        assert all(context[e.start : e.end] == e.text for e in claim.evidence)
+
+
 def _check_stream(chunks, reference) -> None:
     assert len({(c.id, c.created) for c in chunks}) == 1
     assert all(c.object == "chat.completion.chunk" for c in chunks)

@@ -32,9 +32,11 @@ from backend.interface import (
     ChatRequestLike,
     ChatStream,
     EmbeddingRequestLike,
+    ReportRequestLike,
 )
 from backend.protocol.catalogue import DEFAULT_CHAT_MODEL
 from backend.protocol.errors import InternalServerError, NotImplementedByBackendError
+from backend.protocol.groundedness_report import GroundednessReport
 from backend.protocol.schemas import ChatCompletion, EmbeddingList, ModelList
 from backend.protocol.tokenize import COUNTED_CHAT_FIELDS, TokenizeRequest, TokenizeResponse
 
@@ -42,6 +44,7 @@ if TYPE_CHECKING:
     from typing_extensions import Unpack  # typing's own from Python 3.11
 
 API_PATH = "/v1/core"
+REPORT_PATH = "/groundedness/report"
 __all__ = ["DEFAULT_MAX_RETRIES", "DEFAULT_TIMEOUT", "HTTPBackend", "normalise_base_url"]
 
 ModelT = TypeVar("ModelT", bound=BaseModel)
@@ -140,6 +143,14 @@ class HTTPBackend(Backend):
 
     async def aembed(self, request: EmbeddingRequestLike) -> EmbeddingList:
         return _parse(await self._asend("POST", "/embeddings", _body(request)), EmbeddingList)
+
+    def groundedness_report(self, request: ReportRequestLike) -> GroundednessReport:
+        """The server's ``/groundedness/report``."""
+        return _parse(self._send("POST", REPORT_PATH, _body(request)), GroundednessReport)
+
+    async def agroundedness_report(self, request: ReportRequestLike) -> GroundednessReport:
+        response = await self._asend("POST", REPORT_PATH, _body(request))
+        return _parse(response, GroundednessReport)
 
     # ------------------------------------------------------------------ token counts
 

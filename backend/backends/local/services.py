@@ -17,6 +17,7 @@ from typing import Any
 from backend.backends.local.threads import iterate_in_thread, run_in_thread
 from backend.chat.responses import PreparedAnswer, complete, stream
 from backend.embeddings.service import EmbeddingService
+from backend.groundedness.report import report_body
 from backend.groundedness.request import groundedness_request
 from backend.groundedness.service import GroundednessService
 from backend.interface import (
@@ -26,8 +27,11 @@ from backend.interface import (
     ChatStream,
     EmbeddingRequestLike,
     GroundednessResult,
+    ReportRequestLike,
 )
-from backend.protocol.catalogue import ModelCard, Operation, resolve_model
+from backend.protocol.catalogue import GROUNDEDNESS_MODEL, ModelCard, Operation, resolve_model
+from backend.protocol.errors import BadRequestError
+from backend.protocol.groundedness_report import GroundednessReport, GroundednessReportRequest
 from backend.protocol.schemas import (
     ChatCompletion,
     ChatCompletionRequest,
@@ -35,6 +39,23 @@ from backend.protocol.schemas import (
     EmbeddingRequest,
 )
 from backend.protocol.validation import parse_request
+
+
+def _check_core_report(request: ChatCompletionRequest, card: ModelCard, streamed: bool) -> None:
+    """``core_report`` (not in the spec) asks a groundedness check, not streamed, for its
+    report; anywhere else it is refused rather than ignored."""
+    if not request.core_report:
+        return
+    if card.operation is not Operation.GROUNDEDNESS:
+        raise BadRequestError(
+            "invalid request: core_report is for the groundedness check "
+            f"({GROUNDEDNESS_MODEL}), not for chat models"
+        )
+    if streamed:
+        raise BadRequestError(
+            "invalid request: core_report is not available with stream; ask without stream, "
+            "or POST /v1/core/groundedness/report"
+        )
 
 
 class ServicesBackend(Backend):
@@ -55,6 +76,7 @@ class ServicesBackend(Backend):
     def _prepare_chat(self, request: ChatRequestLike, streamed: bool) -> PreparedAnswer:
         req = parse_request(ChatCompletionRequest, request)
         card = resolve_model(req.model, Operation.CHAT, Operation.GROUNDEDNESS)
+        _check_core_report(req, card, streamed)
         if card.operation is Operation.GROUNDEDNESS:
             return self._groundedness().prepare(req, card)
         return self._chat_answer(req, card, streamed)
@@ -83,6 +105,24 @@ class ServicesBackend(Backend):
         resolve_model(req.model, Operation.GROUNDEDNESS)
         verdict, assessment = self._groundedness().judge_request(req)
         return GroundednessResult(verdict, assessment.support)
+
+    async def acheck_groundedness(
+        self, context: str | Sequence[str], response: str, **fields: Any
+    ) -> GroundednessResult:
+        return await run_in_thread(lambda: self.check_groundedness(context, response, **fields))
+
+    def groundedness_report(self, request: ReportRequestLike) -> GroundednessReport:
+        """The report, from the judge's readings of the check (see ``Backend``)."""
+        req = parse_request(GroundednessReportRequest, request)
+        card = resolve_model(req.model, Operation.GROUNDEDNESS)
+        check = parse_request(
+            ChatCompletionRequest,
+            groundedness_request(req.context_text, req.response, model=req.model),
+        )
+        return report_body(self._groundedness().report_request(check), card.version)
+
+    async def agroundedness_report(self, request: ReportRequestLike) -> GroundednessReport:
+        return await run_in_thread(self.groundedness_report, request)
 
     def embed(self, request: EmbeddingRequestLike) -> EmbeddingList:
         req = parse_request(EmbeddingRequest, request)

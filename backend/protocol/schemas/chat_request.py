@@ -147,6 +147,12 @@ class ChatCompletionRequest(RequestModel):
         default=None,
         description="0 to 20: the most likely tokens listed at each position; needs logprobs.",
     )
+    core_report: bool | None = Field(
+        default=None,
+        description="Not in the spec; for the groundedness check only, without stream: true "
+        "adds the check's report as the completion's core_report member (the answer is "
+        "unchanged; POST /v1/core/groundedness/report answers the report alone).",
+    )
 
     @field_validator("temperature")
     @classmethod

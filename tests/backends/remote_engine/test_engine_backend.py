@@ -201,3 +201,21 @@ def test_logprobs_are_the_engines_passed_on_whole_and_streamed(engine_backend):
         e.token for e in entries
     ]
     assert engine_backend.chat(_ask("Say hello.", max_tokens=4)).choices[0].logprobs is None
+
+
+def test_the_report_in_front_of_the_engine(engine_backend):
+    """The report of the same judge in front of the engine: its offsets cut its claims and
+    chunks out of the texts, and its verdict is the plain check's wherever the support is
+    clear of the thresholds by more than the engine's cache may move it."""
+    case = sorted(load_jsonl("groundedness.jsonl"), key=lambda c: len(c["context"]))[0]
+    context, response = case["context"], case["response"]
+    report = engine_backend.check_groundedness_report(context, response)
+    plain = engine_backend.check_groundedness(context, response)
+    thresholds = (report.grounded_at, report.not_grounded_below)
+    if min(abs(plain.support - t) for t in thresholds) > SERVED_SUPPORT_GAP:
+        assert report.verdict == plain.verdict
+    assert abs(report.support - plain.support) <= SERVED_SUPPORT_GAP
+    assert report.model == "core-1-mini-groundedness-check-240502"
+    for claim in report.claims:
+        assert response[claim.start : claim.end] == claim.text
+        assert all(context[e.start : e.end] == e.text for e in claim.evidence)
