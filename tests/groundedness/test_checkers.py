@@ -395,3 +395,33 @@ def test_a_causal_judge_model_still_reads_its_prompts_by_p_yes(tmp_path):
     finally:
         backend.close()
     _check_thresholds_decide(folder, assessment.support)
+
+
+@pytest.mark.parametrize("name", ["roberta_minicheck", "deberta_nli", "t5_minicheck"])
+@pytest.mark.parametrize("side", ["grounded", "notSure", "notGrounded"])
+def test_each_checker_kind_gives_the_report_as_the_chat_judge_does(folders, checkers, name, side):
+    """The report's verdict is the check's, its claim's support the checker's own reading, its
+    evidence a range of the context; the thresholds put the one claim on each side."""
+    support = _direct_support(checkers[name], DOCUMENT, CLAIM)
+    if side == "notSure" and not 0.0 < support < 1.0:
+        pytest.skip("no band fits around a support of exactly 0 or 1")
+    thresholds = {
+        "grounded": {"grounded_at": max(0.0, support - 0.01)},
+        "notSure": {
+            "grounded_at": min(1.0, support + 0.01),
+            "not_grounded_below": max(0.0, support - 0.01),
+        },
+        "notGrounded": {"grounded_at": min(1.0, support + 0.01)},
+    }[side]
+    backend = _backend(folders[name], **thresholds)
+    try:
+        report = backend.check_groundedness_report(DOCUMENT, CLAIM)
+        assert report.verdict == _verdict(backend, DOCUMENT, CLAIM) == side
+        (claim,) = report.claims
+        assert (claim.text, claim.verdict) == (CLAIM[claim.start : claim.end], side)
+        assert claim.support == pytest.approx(support, abs=1e-5)
+        (evidence,) = claim.evidence
+        assert evidence.text == DOCUMENT[evidence.start : evidence.end] == DOCUMENT
+        assert report.corrected_response == (CLAIM if side == "grounded" else "")
+    finally:
+        backend.close()
