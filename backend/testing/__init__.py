@@ -20,6 +20,7 @@ from backend.testing.engines import (
     CharTokenizer,
     EchoChatEngine,
     ScriptedChatEngine,
+    TermOverlapJudgeEngine,
     ToolLoopEngine,
 )
 
@@ -32,6 +33,7 @@ __all__ = [
     "RecordingBackend",
     "ScriptedChatEngine",
     "StubBackend",
+    "TermOverlapJudgeEngine",
     "ToolLoopEngine",
     "offline_backend",
     "scripted_backend",

@@ -10,6 +10,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Generator, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -139,6 +140,44 @@ class EchoChatEngine(ScriptedChatEngine):
         # "yes" to the contrast question ("does the document contradict the claim?") is a no
         says_yes = supported if question.startswith("Is the claim supported") else not supported
         return _says(says_yes, candidate_ids)
+
+
+class TermOverlapJudgeEngine(ScriptedChatEngine):
+    """A judge that runs no model: P(yes) to the support question is the share of the claim's
+    terms (``groundedness.claims.terms``) found in the document, so supports spread over
+    [0, 1] and a check's verdicts, early stops and corrections take every shape. With a real
+    ``tokenizer`` (one with a chat template) the judge cuts contexts into chunks exactly as
+    with that model, which is what ``benchmarks.judge.report_check --reader overlap`` needs to
+    check the report's promises on every check of a set without a model."""
+
+    def __init__(self, tokenizer: Any = None) -> None:
+        super().__init__("")
+        if tokenizer is not None:
+            self.tokenizer = tokenizer
+
+    def next_token_logprobs(
+        self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]
+    ) -> list[float]:
+        from backend.groundedness.claims import terms
+
+        prompt = self.tokenizer.decode(prompt_ids)
+        document, _, rest = prompt.rpartition("Document:\n")[2].partition("\n\nClaim: ")
+        claim = rest.partition("\n\n")[0]
+        wanted = terms(claim)
+        share = len(wanted & terms(document)) / len(wanted) if wanted else 0.0
+        p_yes = min(max(share, 1e-6), 1 - 1e-6)
+        # spread over the candidates so that P(yes) renormalised over them is the share
+        yes = [c for c in candidate_ids if c in self._yes_ids()]
+        no = len(candidate_ids) - len(yes)
+        return [
+            math.log(p_yes / len(yes) if c in yes else (1 - p_yes) / max(no, 1))
+            for c in candidate_ids
+        ]
+
+    def _yes_ids(self) -> set[int]:
+        from backend.chat.yes_no import YES_SPELLINGS
+
+        return {self.tokenizer.encode(s, add_special_tokens=False)[0] for s in YES_SPELLINGS}
 
 
 class ToolLoopEngine(ScriptedChatEngine):

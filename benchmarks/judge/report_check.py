@@ -20,6 +20,11 @@ differ by the bookkeeping alone, and by the noise of a shared machine.
 
     python -m benchmarks.judge.report_check --profile small --sets first,second,wice --limit 5
 
+With ``--reader overlap`` no model runs either: P(yes) is the share of a claim's terms found in
+the chunk (``backend.testing.TermOverlapJudgeEngine``, with the profile's tokenizer, so chunks
+are cut as with the model), and thresholds 0.8 / 0.5 give claims of all three verdicts: the
+promises checked on every check of the sets, in minutes.
+
 With ``--spans`` no model runs: it counts, with the profile's tokenizer, how many claims and
 chunks the judge reads differently from their ranges in the response and context (a merged
 claim's sentences read joined by one space, a chunk's paragraphs or sentences by a blank
@@ -136,6 +141,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sets", default="first,second,wice", help="of " + ", ".join(SETS))
     parser.add_argument("--limit", type=int, default=None, help="checks per set")
     parser.add_argument("--spans", action="store_true", help="count span differences only")
+    parser.add_argument(
+        "--reader",
+        default="model",
+        choices=("model", "overlap"),
+        help="overlap: no model, P(yes) the claim's term overlap (the promises on every check)",
+    )
     args = parser.parse_args(argv)
     names = [name.strip() for name in args.sets.split(",") if name.strip()]
     unknown = [name for name in names if name not in SETS]
@@ -151,7 +162,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     from backend.backends.local import InProcessBackend
 
-    with InProcessBackend(profile=args.profile) as backend:
+    options: dict[str, Any] = {}
+    if args.reader == "overlap":
+        from backend.backends.remote_engine.judge_reading import embedded_chat_tokenizer
+        from backend.testing import CharCountEmbeddingEngine, TermOverlapJudgeEngine
+
+        engine = TermOverlapJudgeEngine(embedded_chat_tokenizer(args.profile))
+        # a notSure band, so that claims of all three verdicts are reported
+        options = dict(chat_engine_instance=engine, grounded_at=0.8, not_grounded_below=0.5)
+        options["embedding_engine_instance"] = CharCountEmbeddingEngine()
+    with InProcessBackend(profile=args.profile, **options) as backend:
         for name in names:
             figures = compare(backend, groundedness_cases(SETS[name], args.limit))
             print(name, figures, flush=True)
