@@ -57,3 +57,23 @@ def test_span_differences_count_what_the_judge_reads_otherwise():
     assert one["chunks read otherwise"] == one["chunks"] == 2
     other = span_differences([{"context": paragraphs, "response": response}], words)
     assert other["chunks"] == 2 and other["chunks read otherwise"] == 0
+
+
+def test_the_term_overlap_judge_reads_the_share_of_the_claims_terms():
+    """The offline judge of ``report_check --reader overlap``: a claim half found in the
+    context reads 0.5, so thresholds around it give each verdict."""
+    from backend.backends.local import InProcessBackend
+    from backend.testing import CharCountEmbeddingEngine, TermOverlapJudgeEngine
+
+    context = "The tower is tall."
+    with InProcessBackend(
+        chat_engine_instance=TermOverlapJudgeEngine(),
+        embedding_engine_instance=CharCountEmbeddingEngine(),
+        grounded_at=0.8,
+        not_grounded_below=0.4,
+    ) as backend:
+        full = backend.check_groundedness_report(context, "The tower is tall.")
+        half = backend.check_groundedness_report(context, "The tower was red.")
+        none = backend.check_groundedness_report(context, "Boats float well.")
+    assert [r.support for r in (full, half, none)] == pytest.approx([1.0, 0.5, 0.0], abs=1e-4)
+    assert [r.verdict for r in (full, half, none)] == ["grounded", "notSure", "notGrounded"]
