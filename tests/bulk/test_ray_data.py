@@ -240,3 +240,19 @@ def test_groundedness_verdicts_equal_the_in_process_verdicts(small_backend):
     assert {"grounded", "notGrounded"} <= verdicts  # both kinds of pair were checked
     assert out["empty"]["error"] == "column 'response' must hold a non-empty string, not ''"
     assert out["empty"]["verdict"] is None and out["empty"]["support"] is None
+
+
+@pytest.mark.model
+def test_reports_in_actors_equal_the_in_process_reports(small_backend):
+    pairs = _shortest_eval_pairs(4)
+    out = groundedness_report_dataset(
+        ray.data.from_items(pairs), profile="small", **ONE_ACTOR
+    ).take_all()
+    for pair in pairs:
+        expected = small_backend.check_groundedness_report(pair["context"], pair["response"])
+        rows = sorted((r for r in out if r["id"] == pair["id"]), key=lambda r: r["claim"])
+        assert [(r["claim_text"], r["verdict"]) for r in rows] == [
+            (claim.text, claim.verdict) for claim in expected.claims
+        ], pair["id"]
+        assert {r["check_verdict"] for r in rows} == {expected.verdict}
+        assert all(r["error"] is None for r in rows)
