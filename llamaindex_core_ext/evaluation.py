@@ -1,8 +1,14 @@
 """``CoreGroundednessEvaluator``: the service's groundedness check as a LlamaIndex evaluator.
 
-The retrieved contexts are joined into the check's ``user`` message and the answer is its
-``assistant`` message (spec 4.2); the verdict becomes the result: ``grounded`` passes with
-score 1.0, ``notGrounded`` fails with 0.0, ``notSure`` fails with 0.5.
+The retrieved contexts are joined into one context (a blank line between them, as the
+check's ``user`` message joins them, spec 4.2) and the answer is checked against it by the
+groundedness report (``Backend.check_groundedness_report``: the check's verdict, with each
+claim's). The verdict becomes the result: ``grounded`` passes with score 1.0,
+``notGrounded`` fails with 0.0, ``notSure`` fails with 0.5; ``feedback`` names the claims the
+contexts do not support (``backend.groundedness.report_summary.unsupported_summary``)::
+
+    notGrounded: 1 of 2 claims not supported by the context: "It is blue." (notGrounded,
+    support 0.02)
 
 >>> evaluator = CoreGroundednessEvaluator()
 >>> result = evaluator.evaluate_response(query=question, response=query_engine.query(question))
@@ -18,19 +24,17 @@ from llama_index.core.evaluation.base import BaseEvaluator, EvaluationResult
 from llama_index.core.prompts.mixin import PromptDictType
 
 from backend import Backend
-from backend.groundedness.request import CONTEXT_SEPARATOR, groundedness_request, read_verdict
+from backend.groundedness.report_summary import VERDICT_SCORES, unsupported_summary
+from backend.groundedness.request import CONTEXT_SEPARATOR
 from backend.protocol.catalogue import GROUNDEDNESS_MODEL
-from backend.protocol.schemas import ChatCompletion
+from backend.protocol.groundedness_report import GroundednessReport
 from llamaindex_core_ext.connection import CoreConnection
 
-#: Score of each verdict the service answers with (spec 4.2).
-VERDICT_SCORES = {"grounded": 1.0, "notGrounded": 0.0, "notSure": 0.5}
+__all__ = ["VERDICT_SCORES", "CoreGroundednessEvaluator", "checked_context", "evaluation_result"]
 
 
-def checked_request(
-    model: str, response: str | None, contexts: Sequence[str] | None, separator: str
-) -> dict[str, Any]:
-    """The check's request for a response and its retrieved contexts.
+def checked_context(response: str | None, contexts: Sequence[str] | None, separator: str) -> str:
+    """The one context ``response`` is checked against: the non-empty ``contexts`` joined.
 
     Raises:
         ValueError: no response or no non-empty context to check it against.
@@ -40,29 +44,24 @@ def checked_request(
     texts = [text for text in contexts or () if text]
     if not texts:
         raise ValueError("a groundedness check needs at least one non-empty context")
-    return groundedness_request(texts, response, model=model, separator=separator)
+    return separator.join(texts)
 
 
 def evaluation_result(
-    completion: ChatCompletion,
+    report: GroundednessReport,
     query: str | None,
     response: str | None,
     contexts: Sequence[str] | None,
 ) -> EvaluationResult:
-    """The verdict as an ``EvaluationResult``; an unknown verdict is an invalid result."""
-    try:
-        verdict: str | None = read_verdict(completion)
-    except ValueError as exc:
-        verdict, problem = None, str(exc)
+    """The report as an ``EvaluationResult``: passing when grounded, the verdict's score,
+    and the unsupported claims as feedback."""
     return EvaluationResult(
         query=query,
         contexts=list(contexts or ()),
         response=response,
-        passing=verdict == "grounded" if verdict is not None else None,
-        score=VERDICT_SCORES[verdict] if verdict is not None else None,
-        feedback=verdict,
-        invalid_result=verdict is None,
-        invalid_reason=problem if verdict is None else None,
+        passing=report.verdict == "grounded",
+        score=VERDICT_SCORES[report.verdict],
+        feedback=unsupported_summary(report),
     )
 
 
@@ -116,9 +115,9 @@ class CoreGroundednessEvaluator(BaseEvaluator):
         Synchronous all the way, unlike the base class's, which runs ``aevaluate`` in an event
         loop of its own: an HTTP client's async connections belong to one loop.
         """
-        request = checked_request(self.model, response, contexts, self.context_separator)
-        completion = self.get_backend().chat(request)
-        return evaluation_result(completion, query, response, contexts)
+        context = checked_context(response, contexts, self.context_separator)
+        report = self.get_backend().check_groundedness_report(context, response, model=self.model)
+        return evaluation_result(report, query, response, contexts)
 
     async def aevaluate(
         self,
@@ -132,6 +131,8 @@ class CoreGroundednessEvaluator(BaseEvaluator):
         Raises:
             ValueError: ``response`` or ``contexts`` is missing or empty.
         """
-        request = checked_request(self.model, response, contexts, self.context_separator)
-        completion = await self.get_backend().achat(request)
-        return evaluation_result(completion, query, response, contexts)
+        context = checked_context(response, contexts, self.context_separator)
+        report = await self.get_backend().acheck_groundedness_report(
+            context, response, model=self.model
+        )
+        return evaluation_result(report, query, response, contexts)

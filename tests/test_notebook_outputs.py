@@ -39,3 +39,11 @@ def test_the_data_frame_notebook_shows_its_plots():
         o for cell in code_cells(path) for o in cell["outputs"] if "image/png" in o.get("data", {})
     ]
     assert len(images) >= 3  # the heatmap, the 2-D map and the verdict chart
+
+
+def test_the_report_notebook_shows_the_marked_answers_and_the_plot():
+    [path] = [p for p in NOTEBOOKS if p.name == "07_groundedness_report.ipynb"]
+    outputs = [o for cell in code_cells(path) for o in cell["outputs"]]
+    marked = [o for o in outputs if "<mark" in "".join(o.get("data", {}).get("text/html", ""))]
+    assert marked  # the unsupported sentences, marked by their offsets
+    assert any("image/png" in o.get("data", {}) for o in outputs)  # support per claim

@@ -20,6 +20,8 @@ are sent once, and a refused request is split to find its bad rows
 (``backend.bulk.refusals``: the rule ``BulkRunner`` follows too). Other errors (a wrong key,
 the service down after the client's retries) fail the job: they would fail every row alike.
 
+The groundedness report, one row per claim: ``backend.bulk.ray_report``.
+
 Needs the ``ray`` extra: ``pip install 'core-textmodels[ray]'``.
 """
 

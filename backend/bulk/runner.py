@@ -10,11 +10,12 @@ HTTP. pandas is needed only for the DataFrame helpers.
 >>> runner = BulkRunner(backend.connect())
 >>> vectors = runner.embed(df["text"])                   # NumPy array, one row per text
 >>> df["verdict"] = runner.check_groundedness(df, context="context", answer="answer")
+>>> claims = runner.check_groundedness_report(df)       # one row per claim of each answer
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -22,10 +23,12 @@ from tqdm.auto import tqdm
 
 from backend.bulk.refusals import is_text, send_apart
 from backend.bulk.result_store import ResultStore, result_key
+from backend.groundedness.report_summary import ROW_COLUMNS, claim_rows
 from backend.groundedness.request import groundedness_request, read_verdict
 from backend.interface import Backend
 from backend.protocol.catalogue import GROUNDEDNESS_MODEL, PASSAGE_MODEL
 from backend.protocol.errors import CoreError
+from backend.protocol.groundedness_report import GroundednessReport
 from backend.protocol.limits import (
     MAX_EMBEDDING_INPUTS,
     MAX_TOKENS_PER_EMBEDDING_REQUEST,
@@ -166,21 +169,93 @@ class BulkRunner:
         """
         import pandas as pd
 
-        contexts = _as_texts(frame[context], f"column {context!r}")
-        answers = _as_texts(frame[answer], f"column {answer!r}")
-        pairs = list(zip(contexts, answers, strict=True))
-        keys = {pair: result_key("groundedness", model, *pair) for pair in dict.fromkeys(pairs)}
-        done = self.store.get_many(keys.values())
-        missing = [pair for pair, key in keys.items() if key not in done]
-        with self._bar(len(keys), len(keys) - len(missing), "groundedness", "row") as bar:
-            for pair in missing:
-                verdict = self._check(pair, model)
-                self.store.put_many({keys[pair]: verdict})
-                done[keys[pair]] = verdict
-                bar.update(1)
-        verdicts = [done[keys[pair]] for pair in pairs]
+        pairs = _pairs(frame, context, answer)
+        done = self._each_pair(pairs, "groundedness", model, self._check, "groundedness")
+        verdicts = [done[pair] for pair in pairs]
         return pd.Series(verdicts, index=frame.index, name="verdict", dtype="object")
+
+    def groundedness_reports(
+        self,
+        frame: pd.DataFrame,
+        context: str = "context",
+        answer: str = "answer",
+        model: str = GROUNDEDNESS_MODEL,
+    ) -> pd.Series:
+        """The groundedness report (``GroundednessReport``: the verdict, each claim with its
+        verdict, support and offsets, the corrected response) of each row's answer against
+        its context, as a Series on the frame's index named ``report``. Resumable like
+        ``check_groundedness``; the reports are kept in the store as JSON.
+
+        Raises:
+            As ``check_groundedness``.
+        """
+        import pandas as pd
+
+        pairs = _pairs(frame, context, answer)
+        done = self._each_pair(pairs, "groundedness_report", model, self._report, "report")
+        reports = [GroundednessReport.model_validate_json(done[pair]) for pair in pairs]
+        return pd.Series(reports, index=frame.index, name="report", dtype="object")
+
+    def check_groundedness_report(
+        self,
+        frame: pd.DataFrame,
+        context: str = "context",
+        answer: str = "answer",
+        model: str = GROUNDEDNESS_MODEL,
+    ) -> pd.DataFrame:
+        """One row per claim of each row's answer (``groundedness_reports`` flattened):
+        ``row`` (the frame's index label), the check's ``check_verdict``, ``check_support``
+        and ``corrected_response``, the claim's number in its answer (``claim``, from 0),
+        ``claim_text``, ``start``, ``end`` (code points in the answer), ``verdict``,
+        ``support`` and ``decided_early``, and its best evidence's ``evidence_text``,
+        ``evidence_start``, ``evidence_end`` (in the context) and ``evidence_support``
+        (``backend.groundedness.report_summary.claim_rows``).
+
+        >>> claims = runner.check_groundedness_report(df)
+        >>> claims[claims.verdict != "grounded"]            # what the contexts do not support
+        """
+        import pandas as pd
+
+        reports = self.groundedness_reports(frame, context, answer, model)
+        rows = [
+            {"row": label, **row} for label, report in reports.items() for row in claim_rows(report)
+        ]
+        return pd.DataFrame(rows, columns=["row", *ROW_COLUMNS])
+
+    def _each_pair(
+        self,
+        pairs: list[tuple[str, str]],
+        operation: str,
+        model: str,
+        compute: Callable[[tuple[str, str], str], str],
+        desc: str,
+    ) -> dict[tuple[str, str], str]:
+        """``compute(pair, model)`` of each distinct pair, the stored ones read from the
+        store and each new one stored as soon as it is done (so an interrupted run resumes)."""
+        keys = {pair: result_key(operation, model, *pair) for pair in dict.fromkeys(pairs)}
+        stored = self.store.get_many(keys.values())
+        done = {pair: stored[key] for pair, key in keys.items() if key in stored}
+        missing = [pair for pair in keys if pair not in done]
+        with self._bar(len(keys), len(done), desc, "row") as bar:
+            for pair in missing:
+                value = compute(pair, model)
+                self.store.put_many({keys[pair]: value})
+                done[pair] = value
+                bar.update(1)
+        return done
 
     def _check(self, pair: tuple[str, str], model: str) -> str:
         context, answer = pair
         return read_verdict(self.service.chat(groundedness_request(context, answer, model=model)))
+
+    def _report(self, pair: tuple[str, str], model: str) -> str:
+        context, answer = pair
+        report = self.service.check_groundedness_report(context, answer, model=model)
+        return report.model_dump_json()
+
+
+def _pairs(frame: pd.DataFrame, context: str, answer: str) -> list[tuple[str, str]]:
+    """Each row's (context, answer), checked to be texts."""
+    contexts = _as_texts(frame[context], f"column {context!r}")
+    answers = _as_texts(frame[answer], f"column {answer!r}")
+    return list(zip(contexts, answers, strict=True))

@@ -24,8 +24,10 @@ from backend.bulk.ray_data import (  # noqa: E402
     check_groundedness_dataset,
     embed_dataset,
 )
+from backend.bulk.ray_report import COLUMN_TYPES, groundedness_report_dataset  # noqa: E402
+from backend.groundedness.report_summary import ROW_COLUMNS  # noqa: E402
 from backend.protocol.limits import MAX_EMBEDDING_INPUTS  # noqa: E402
-from backend.testing import RecordingBackend, offline_backend  # noqa: E402
+from backend.testing import EchoChatEngine, RecordingBackend, offline_backend  # noqa: E402
 from backend.testing.servers import RunningServer, running_server  # noqa: E402
 from benchmarks.texts import mixed_texts  # noqa: E402
 
@@ -139,6 +141,44 @@ def test_groundedness_over_a_server_has_no_support_and_bad_rows_fail_alone(offli
     assert all(out[i]["verdict"] is None and out[i]["support"] is None for i in (1, 3, 4))
 
 
+def test_reports_over_a_server_give_one_row_per_claim_and_bad_rows_stay_one_row():
+    # The echo judge finds a claim supported exactly when its document holds it verbatim.
+    rows = [
+        {
+            "id": 0,
+            "context": "The sky is blue. Grass is green.",
+            "response": "The sky is blue. Grass is red.",
+        },
+        {"id": 1, "context": "Water is wet.", "response": ""},
+        {"id": 2, "context": "Water is wet.", "response": "Water is wet."},
+    ]
+    with running_server(offline_backend(EchoChatEngine())) as running:
+        out = groundedness_report_dataset(
+            ray.data.from_items(rows), **_server_options(running), **ONE_ACTOR
+        ).take_all()
+    out.sort(key=lambda row: (row["id"], row["claim"] or 0))
+    assert tuple(COLUMN_TYPES) == ROW_COLUMNS
+    assert list(out[0]) == ["id", "context", "response", *ROW_COLUMNS, "error"]
+    assert [[r["id"], r["claim_text"], r["verdict"], r["check_verdict"]] for r in out] == [
+        [0, "The sky is blue.", "grounded", "notGrounded"],
+        [0, "Grass is red.", "notGrounded", "notGrounded"],
+        [1, None, None, None],
+        [2, "Water is wet.", "grounded", "grounded"],
+    ]
+    assert [r["error"] for r in out] == [
+        None,
+        None,
+        "column 'response' must hold a non-empty string, not ''",
+        None,
+    ]
+    assert out[0]["corrected_response"] == "The sky is blue."
+    for row in (out[0], out[1], out[3]):
+        assert row["response"][row["start"] : row["end"]] == row["claim_text"]
+        evidence = row["context"][row["evidence_start"] : row["evidence_end"]]
+        assert evidence == row["evidence_text"]
+        assert 0 <= row["support"] <= 1  # a server's report has the supports too
+
+
 def test_an_unknown_kind_is_refused_before_anything_runs():
     with pytest.raises(ValueError, match="document"):
         embed_dataset(ray.data.from_items([{"text": "a"}]), kind="document")
@@ -200,3 +240,19 @@ def test_groundedness_verdicts_equal_the_in_process_verdicts(small_backend):
     assert {"grounded", "notGrounded"} <= verdicts  # both kinds of pair were checked
     assert out["empty"]["error"] == "column 'response' must hold a non-empty string, not ''"
     assert out["empty"]["verdict"] is None and out["empty"]["support"] is None
+
+
+@pytest.mark.model
+def test_reports_in_actors_equal_the_in_process_reports(small_backend):
+    pairs = _shortest_eval_pairs(4)
+    out = groundedness_report_dataset(
+        ray.data.from_items(pairs), profile="small", **ONE_ACTOR
+    ).take_all()
+    for pair in pairs:
+        expected = small_backend.check_groundedness_report(pair["context"], pair["response"])
+        rows = sorted((r for r in out if r["id"] == pair["id"]), key=lambda r: r["claim"])
+        assert [(r["claim_text"], r["verdict"]) for r in rows] == [
+            (claim.text, claim.verdict) for claim in expected.claims
+        ], pair["id"]
+        assert {r["check_verdict"] for r in rows} == {expected.verdict}
+        assert all(r["error"] is None for r in rows)

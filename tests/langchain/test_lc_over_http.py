@@ -13,7 +13,12 @@ from backend.chat.prompt import DEFAULT_SYSTEM_PROMPT
 from backend.protocol.errors import AuthenticationError, BadRequestError
 from backend.testing import CharTokenizer, scripted_backend
 from backend.testing.servers import TEST_API_KEY
-from langchain_core_ext import ChatCore, CoreEmbeddings, CoreGroundednessCheck
+from langchain_core_ext import (
+    ChatCore,
+    CoreEmbeddings,
+    CoreGroundednessCheck,
+    CoreGroundednessEvaluator,
+)
 
 # A forced call's opening is already in the prompt: the model writes the arguments on.
 ADD_ARGUMENTS = '{"a": 1, "b": 2}}\n</tool_call>'
@@ -105,6 +110,21 @@ def test_groundedness_check(server):
     docs = [Document("A is 1."), Document("B is 2.")]
     assert CoreGroundednessCheck().invoke({"context": docs, "answer": "A is 1."}) == "grounded"
     assert service.requests[-1]["messages"][0]["content"] == "A is 1.\n\nB is 2."
+
+
+async def test_the_report_arrives_over_http_as_the_artifact_and_the_evaluators_comment(server):
+    server("no")  # the scripted judge finds no claim supported
+    docs = [Document("A is 1."), Document("B is 2.")]
+    call = {"name": "core_groundedness_check", "id": "c1", "type": "tool_call"}
+    call["args"] = {"context": docs, "answer": "A is 3. B is 4."}
+    message = await CoreGroundednessCheck(report=True).ainvoke(call)
+    report = message.artifact
+    assert message.content == report.verdict == "notGrounded"
+    assert [claim.text for claim in report.claims] == ["A is 3.", "B is 4."]
+    assert report.claims[0].evidence[0].text == "A is 1.\n\nB is 2."  # one short context
+    feedback = CoreGroundednessEvaluator().evaluate_groundedness(docs, "A is 3. B is 4.")
+    assert feedback["score"] == 0.0
+    assert feedback["metadata"]["unsupported_claims"] == ["A is 3.", "B is 4."]
 
 
 def test_token_counts_over_http_are_the_servers_exact_ones(server):
