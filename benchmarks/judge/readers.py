@@ -121,6 +121,23 @@ def limit_of(limits: str, name: str) -> int | None:
     return int(given[name]) if name in given else None
 
 
+def cpu_name() -> str:
+    """The CPU's model name, and whether it has AMX (the copy's reason to exist)."""
+    try:
+        info = open("/proc/cpuinfo", encoding="utf-8").read()
+    except OSError:
+        return platform.machine()
+    name = next(
+        (
+            line.split(":", 1)[1].strip()
+            for line in info.splitlines()
+            if line.startswith("model name")
+        ),
+        platform.machine(),
+    )
+    return f"{name} ({'with' if 'amx_tile' in info else 'no'} AMX)"
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--profile", default="default", choices=["default", "small"])
@@ -130,7 +147,7 @@ def main() -> None:
     args = parser.parse_args()
     sets = {name: MEASURING[name]()[: limit_of(args.limit, name)] for name in args.sets.split(",")}
     judged = judge_all(args.profile, args.readers.split(","), sets)
-    results: dict = {"cpu": platform.processor() or platform.machine(), "sets": {}}
+    results: dict = {"cpu": cpu_name(), "sets": {}}
     for name in sets:
         entry = {reader: figures(judged[reader][name]) for reader in judged}
         if len(judged) == 2:
