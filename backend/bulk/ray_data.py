@@ -28,9 +28,9 @@ Needs the ``ray`` extra: ``pip install 'core-textmodels[ray]'``.
 from __future__ import annotations
 
 import reprlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 try:
     import pyarrow as pa
@@ -50,6 +50,8 @@ from backend.protocol.errors import CoreError
 from backend.protocol.limits import plan_embedding_requests
 
 __all__ = ["ActorPool", "check_groundedness_dataset", "embed_dataset"]
+
+T = TypeVar("T")
 
 #: Rows per batch handed to an actor. An embedding batch is split into requests within the
 #: API's limits (at most 100 texts each), so 200 makes two full requests; a groundedness
@@ -172,15 +174,22 @@ def check_groundedness_dataset(
         Others: as for ``embed_dataset`` (the pool's default ``batch_size``:
             ``GROUNDEDNESS_BATCH_SIZE``).
     """
-    checker = _actor_options(
-        connect_options,
-        error_column,
-        context_column=context_column,
-        response_column=response_column,
-    )
-    return (pool or ActorPool()).map(
-        dataset, _GroundednessChecker, checker, GROUNDEDNESS_BATCH_SIZE
-    )
+    columns = {"context_column": context_column, "response_column": response_column}
+    return _map_pairs(dataset, _GroundednessChecker, columns, pool, error_column, connect_options)
+
+
+def _map_pairs(
+    dataset: ray.data.Dataset,
+    actor_class: type[_PairActor],
+    columns: dict[str, str],
+    pool: ActorPool | None,
+    error_column: str,
+    connect_options: dict[str, Any],
+) -> ray.data.Dataset:
+    """``dataset`` mapped by ``actor_class`` over its (context, response) ``columns``, in
+    batches of ``GROUNDEDNESS_BATCH_SIZE``: one request per row, as each pair actor sends."""
+    options = _actor_options(connect_options, error_column, **columns)
+    return (pool or ActorPool()).map(dataset, actor_class, options, GROUNDEDNESS_BATCH_SIZE)
 
 
 def _actor_options(
@@ -249,7 +258,10 @@ class _Embedder(_BackendActor):
         return np.asarray(result.float_vectors(len(texts)), dtype=np.float32)
 
 
-class _GroundednessChecker(_BackendActor):
+class _PairActor(_BackendActor):
+    """An actor sending each row's (context, response) pair: the steps the groundedness
+    check and the report share, so that both judge a row alike."""
+
     def __init__(
         self,
         connect_options: dict[str, Any],
@@ -261,27 +273,50 @@ class _GroundednessChecker(_BackendActor):
         self.context_column = context_column
         self.response_column = response_column
 
-    def __call__(self, batch: pa.Table) -> pa.Table:
+    def _send_each_pair(
+        self, batch: pa.Table, send: Callable[[str | list[str], str], T]
+    ) -> list[tuple[T | None, str | None]]:
+        """Each row's ``(send(context, response), None)``, or ``(None, error)`` for a row
+        that is not sent (a context or response that is not text) or that the service
+        refuses. A repeated pair is sent once."""
         contexts = _column(batch, self.context_column).to_pylist()
         responses = _column(batch, self.response_column).to_pylist()
-        verdicts: list[str | None] = []
-        supports: list[float | None] = []
-        errors: list[str | None] = []
-        done: dict[tuple[Any, str], tuple[str | None, float | None, str | None]] = {}
+        outcomes: list[tuple[T | None, str | None]] = []
+        done: dict[tuple[Any, str], tuple[T | None, str | None]] = {}
         for context, response in zip(contexts, responses, strict=True):
             problem = _context_problem(self.context_column, context) or (
                 None if is_text(response) else _not_text(self.response_column, response)
             )
-            if problem is None:
-                key = (context if isinstance(context, str) else tuple(context), response)
-                if key not in done:  # a repeated pair is checked once
-                    done[key] = self._check(context, response)
-                row = done[key]
-            else:
-                row = (None, None, problem)
-            verdicts.append(row[0])
-            supports.append(row[1])
-            errors.append(row[2])
+            if problem is not None:
+                outcomes.append((None, problem))
+                continue
+            key = (context if isinstance(context, str) else tuple(context), response)
+            if key not in done:
+                done[key] = _unless_refused(send, context, response)
+            outcomes.append(done[key])
+        return outcomes
+
+
+def _unless_refused(
+    send: Callable[[str | list[str], str], T], context: str | list[str], response: str
+) -> tuple[T | None, str | None]:
+    """``(send(...), None)``, or ``(None, message)`` when the service refuses the row."""
+    try:
+        return send(context, response), None
+    except REFUSALS as error:
+        return None, str(error)
+
+
+class _GroundednessChecker(_PairActor):
+    def __call__(self, batch: pa.Table) -> pa.Table:
+        verdicts: list[str | None] = []
+        supports: list[float | None] = []
+        errors: list[str | None] = []
+        for checked, error in self._send_each_pair(batch, self._check):
+            verdict, support = checked or (None, None)
+            verdicts.append(verdict)
+            supports.append(support)
+            errors.append(error)
         return _with_columns(
             batch,
             {
@@ -291,14 +326,9 @@ class _GroundednessChecker(_BackendActor):
             },
         )
 
-    def _check(
-        self, context: str | list[str], response: str
-    ) -> tuple[str | None, float | None, str | None]:
-        try:
-            result = self.service.check_groundedness(context, response)
-        except REFUSALS as error:
-            return None, None, str(error)
-        return result.verdict, result.support, None
+    def _check(self, context: str | list[str], response: str) -> tuple[str, float | None]:
+        result = self.service.check_groundedness(context, response)
+        return result.verdict, result.support
 
 
 def _column(batch: pa.Table, name: str) -> pa.ChunkedArray:

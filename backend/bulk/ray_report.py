@@ -23,17 +23,7 @@ from typing import Any
 import pyarrow as pa
 import ray.data
 
-from backend.bulk.ray_data import (
-    GROUNDEDNESS_BATCH_SIZE,
-    ActorPool,
-    _actor_options,
-    _BackendActor,
-    _column,
-    _context_problem,
-    _not_text,
-    _with_columns,
-)
-from backend.bulk.refusals import REFUSALS, is_text
+from backend.bulk.ray_data import ActorPool, _map_pairs, _PairActor, _with_columns
 from backend.groundedness.report_summary import claim_rows
 
 __all__ = ["groundedness_report_dataset"]
@@ -73,49 +63,20 @@ def groundedness_report_dataset(
         dataset: rows with the two columns; a context is a text or a list of texts.
         Others: as for ``backend.bulk.ray_data.check_groundedness_dataset``.
     """
-    reporter = _actor_options(
-        connect_options,
-        error_column,
-        context_column=context_column,
-        response_column=response_column,
-    )
-    return (pool or ActorPool()).map(dataset, _Reporter, reporter, GROUNDEDNESS_BATCH_SIZE)
+    columns = {"context_column": context_column, "response_column": response_column}
+    return _map_pairs(dataset, _Reporter, columns, pool, error_column, connect_options)
 
 
-class _Reporter(_BackendActor):
-    def __init__(
-        self,
-        connect_options: dict[str, Any],
-        context_column: str,
-        response_column: str,
-        error_column: str,
-    ) -> None:
-        super().__init__(connect_options, error_column)
-        self.context_column = context_column
-        self.response_column = response_column
-
+class _Reporter(_PairActor):
     def __call__(self, batch: pa.Table) -> pa.Table:
-        contexts = _column(batch, self.context_column).to_pylist()
-        responses = _column(batch, self.response_column).to_pylist()
         taken: list[int] = []  # the input row of each output row
         rows: list[dict[str, Any] | None] = []
         errors: list[str | None] = []
-        done: dict[tuple[Any, str], tuple[list[dict[str, Any]], str | None]] = {}
-        for at, (context, response) in enumerate(zip(contexts, responses, strict=True)):
-            problem = _context_problem(self.context_column, context) or (
-                None if is_text(response) else _not_text(self.response_column, response)
-            )
-            if problem is None:
-                key = (context if isinstance(context, str) else tuple(context), response)
-                if key not in done:  # a repeated pair is checked once
-                    done[key] = self._report(context, response)
-                claims, problem = done[key]
-            else:
-                claims = []
+        for at, (claims, error) in enumerate(self._send_each_pair(batch, self._report)):
             for row in claims or [None]:  # a row without claims stays, with its error
                 taken.append(at)
                 rows.append(row)
-                errors.append(problem)
+                errors.append(error)
         columns = {
             name: pa.array([row[name] if row else None for row in rows], type=kind)
             for name, kind in COLUMN_TYPES.items()
@@ -123,11 +84,5 @@ class _Reporter(_BackendActor):
         columns[self.error_column] = pa.array(errors, type=pa.string())
         return _with_columns(batch.take(pa.array(taken, type=pa.int64())), columns)
 
-    def _report(
-        self, context: str | list[str], response: str
-    ) -> tuple[list[dict[str, Any]], str | None]:
-        try:
-            report = self.service.check_groundedness_report(context, response)
-        except REFUSALS as error:
-            return [], str(error)
-        return claim_rows(report), None
+    def _report(self, context: str | list[str], response: str) -> list[dict[str, Any]]:
+        return claim_rows(self.service.check_groundedness_report(context, response))

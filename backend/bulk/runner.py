@@ -169,9 +169,9 @@ class BulkRunner:
         """
         import pandas as pd
 
-        pairs = _pairs(frame, context, answer)
-        done = self._each_pair(pairs, "groundedness", model, self._check, "groundedness")
-        verdicts = [done[pair] for pair in pairs]
+        verdicts = self._each_row(
+            frame, context, answer, "groundedness", model, self._check, "groundedness"
+        )
         return pd.Series(verdicts, index=frame.index, name="verdict", dtype="object")
 
     def groundedness_reports(
@@ -191,9 +191,10 @@ class BulkRunner:
         """
         import pandas as pd
 
-        pairs = _pairs(frame, context, answer)
-        done = self._each_pair(pairs, "groundedness_report", model, self._report, "report")
-        reports = [GroundednessReport.model_validate_json(done[pair]) for pair in pairs]
+        stored = self._each_row(
+            frame, context, answer, "groundedness_report", model, self._report, "report"
+        )
+        reports = [GroundednessReport.model_validate_json(report) for report in stored]
         return pd.Series(reports, index=frame.index, name="report", dtype="object")
 
     def check_groundedness_report(
@@ -222,16 +223,21 @@ class BulkRunner:
         ]
         return pd.DataFrame(rows, columns=["row", *ROW_COLUMNS])
 
-    def _each_pair(
+    def _each_row(
         self,
-        pairs: list[tuple[str, str]],
+        frame: pd.DataFrame,
+        context: str,
+        answer: str,
         operation: str,
         model: str,
         compute: Callable[[tuple[str, str], str], str],
         desc: str,
-    ) -> dict[tuple[str, str], str]:
-        """``compute(pair, model)`` of each distinct pair, the stored ones read from the
-        store and each new one stored as soon as it is done (so an interrupted run resumes)."""
+    ) -> list[str]:
+        """``compute(pair, model)`` of each row's (context, answer), in row order: the rows'
+        texts checked first (nothing is sent if one is not a text), each distinct pair
+        computed once, the stored ones read from the store and each new one stored as soon
+        as it is done (so an interrupted run resumes); ``desc`` names the progress bar."""
+        pairs = _pairs(frame, context, answer)
         keys = {pair: result_key(operation, model, *pair) for pair in dict.fromkeys(pairs)}
         stored = self.store.get_many(keys.values())
         done = {pair: stored[key] for pair, key in keys.items() if key in stored}
@@ -242,7 +248,7 @@ class BulkRunner:
                 self.store.put_many({keys[pair]: value})
                 done[pair] = value
                 bar.update(1)
-        return done
+        return [done[pair] for pair in pairs]
 
     def _check(self, pair: tuple[str, str], model: str) -> str:
         context, answer = pair

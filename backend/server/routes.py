@@ -94,6 +94,18 @@ async def _run_on_body(
     return context, result
 
 
+async def _answer_counting_prompt_tokens(
+    request: Request,
+    model: type[RequestT],
+    call: Callable[[Backend, RequestT], Awaitable[EmbeddingList | GroundednessReport]],
+) -> Response:
+    """``_run_on_body``'s result as the JSON answer, its prompt tokens counted in the
+    metrics: the steps of an endpoint whose models generate no tokens."""
+    context, result = await _run_on_body(request, model, call)
+    context.metrics.count_tokens(result.model, result.usage.prompt_tokens)
+    return Response(result.model_dump_json(), media_type="application/json")
+
+
 def _check_message_count(body: Any, max_messages: int) -> None:
     """The operator's cap on messages, checked before validating each of them."""
     messages = body.get("messages") if isinstance(body, dict) else None
@@ -194,11 +206,9 @@ async def chat_completions(request: Request) -> Response:
     summary="Embed one string or up to 100 strings",
 )
 async def embeddings(request: Request) -> Response:
-    context, result = await _run_on_body(
+    return await _answer_counting_prompt_tokens(
         request, EmbeddingRequest, lambda backend, body: backend.aembed(body)
     )
-    context.metrics.count_tokens(result.model, result.usage.prompt_tokens)
-    return Response(result.model_dump_json(), media_type="application/json")
 
 
 @router.post(
@@ -225,13 +235,11 @@ async def tokenize(request: Request) -> Response:
     summary="A groundedness check's report: verdict, support, claims with their evidence",
 )
 async def groundedness_report(request: Request) -> Response:
-    context, result = await _run_on_body(
+    return await _answer_counting_prompt_tokens(
         request,
         GroundednessReportRequest,
         lambda backend, body: backend.agroundedness_report(body),
     )
-    context.metrics.count_tokens(result.model, result.usage.prompt_tokens, 0)
-    return Response(result.model_dump_json(), media_type="application/json")
 
 
 @router.get(

@@ -4,19 +4,14 @@ and every option of ``backend.connect()``."""
 
 from __future__ import annotations
 
-import importlib.util
 import re
 
 from tests.docs.markdown_examples import ROOT
+from tests.docs.site_hooks import load_site_hook
 
 
 def _reference():
-    spec = importlib.util.spec_from_file_location(
-        "config_reference", ROOT / "docs" / "_hooks" / "config_reference.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_site_hook("config_reference")
 
 
 def test_every_variable_read_in_backend_is_in_the_reference() -> None:

@@ -3,18 +3,11 @@ from another host, and only that."""
 
 from __future__ import annotations
 
-import importlib.util
-
-from tests.docs.markdown_examples import ROOT
+from tests.docs.site_hooks import load_site_hook
 
 
 def _check():
-    spec = importlib.util.spec_from_file_location(
-        "offline_check", ROOT / "docs" / "_hooks" / "offline_check.py"
-    )
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_site_hook("offline_check")
 
 
 def test_remote_scripts_styles_fonts_and_images_are_found(tmp_path) -> None:

@@ -12,6 +12,7 @@ from backend.groundedness.report_summary import (
     unsupported_summary,
 )
 from backend.protocol.groundedness_report import GroundednessReport, ReportClaim
+from tests.hand_made_reports import hand_made_report
 
 RESPONSE = "The tower is tall. It is old. It is blue."
 CONTEXT = "The tower is tall.\n\nIt is old."
@@ -36,16 +37,7 @@ def _evidence(text: str, support: float | None) -> dict:
 
 
 def _report(claims: list[dict], verdict: str, support: float) -> GroundednessReport:
-    return GroundednessReport(
-        model="m",
-        verdict=verdict,
-        support=support,
-        grounded_at=0.6,
-        not_grounded_below=0.4,
-        claims=claims,
-        corrected_response="The tower is tall.",
-        usage={"prompt_tokens": 1, "completion_tokens": 0, "total_tokens": 1},
-    )
+    return hand_made_report(claims, verdict, support, corrected_response="The tower is tall.")
 
 
 TALL = _claim(

@@ -11,21 +11,18 @@ from backend.protocol.groundedness_report import GroundednessReport
 from backend.testing import EchoChatEngine, offline_backend
 from llamaindex_core_ext import CoreGroundednessEvaluator
 from llamaindex_core_ext.evaluation import evaluation_result
+from tests.hand_made_reports import hand_made_report
 
 CONTEXTS = ["The lighthouse is green.", "It was built in 1873."]
 
 
 def _report(verdict: str, support: float) -> GroundednessReport:
     claim = {"text": "r", "start": 0, "end": 1, "verdict": verdict, "support": support}
-    return GroundednessReport(
-        model="m",
-        verdict=verdict,
-        support=support,
-        grounded_at=0.6,
-        not_grounded_below=0.4,
-        claims=[{**claim, "evidence": [], "decided_early": False}],
+    return hand_made_report(
+        [{**claim, "evidence": [], "decided_early": False}],
+        verdict,
+        support,
         corrected_response="r" if verdict == "grounded" else "",
-        usage={"prompt_tokens": 9, "completion_tokens": 0, "total_tokens": 9},
     )
 
 
