@@ -8,8 +8,6 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from mkdocs.exceptions import PluginError
-
 # Attributes whose URL the browser loads by itself, in the tags that load them.
 _FETCHED = re.compile(
     r"<(?:script|link|img|iframe|source|video|audio|embed|object)\b[^>]*?"
@@ -34,6 +32,9 @@ def remote_fetches(site_dir: Path) -> list[str]:
 
 
 def on_post_build(config) -> None:
+    # imported here: the suite tests remote_fetches in a venv without the docs extra
+    from mkdocs.exceptions import PluginError
+
     found = remote_fetches(Path(config["site_dir"]))
     if found:
         raise PluginError(
