@@ -38,7 +38,7 @@ def get_weather(location: str) -> str:
     return "It's sunny."
 
 
-def _drawn_structure(logits, params, mask, generator, history=None):
+def _drawn_structure(logits, params, mask, generator):
     from backend.engines.sampling import sample_token
 
     return sample_token(logits, params.temperature, params.top_p, generator)

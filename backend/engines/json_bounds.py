@@ -112,6 +112,7 @@ class JSONScanner:
         self._containers = bytearray()  # the open objects and arrays, innermost last
         self.name_next = False  # the next string opened is a member's name
         self.in_name = False  # the open string is a member's name
+        self.strings_opened = 0  # how many strings have been opened so far
 
     def feed(self, data: bytes) -> JSONScanner:
         for byte in data:
@@ -135,6 +136,7 @@ class JSONScanner:
             if not self.in_string:
                 self.number_chars = self.number_chars + 1 if byte in _NUMBER_BYTES else 0
                 if byte == _QUOTE:
+                    self.strings_opened += 1
                     self.in_string, self.string_chars, self.repeating = True, 0, False
                     self.in_name, self.name_next = self.name_next, False
                     self._string.clear()

@@ -7,12 +7,16 @@ Drawn at temperature 0.7, the 0.5B model's agent-loop reply held two or three ca
 one call it most likely makes, and a JSON-mode answer an extra member, a few times in a
 hundred (benchmarks/README.md); its most likely structure is what a caller relies on.
 
-A constrained answer's drawn values also keep out of loops: a token that would extend a run
-of tokens the answer has already written is drawn less the longer that run (the DRY
-penalty, ``repetition_penalties``). Sampled at 0.7, the small model sometimes wrote a JSON
-string over and over ("He's a cat! He's a cat! ...") and then members that were not asked
-for: 2 JSON-mode answers in 100, none with the penalty (benchmarks/README.md, "Loops in
-sampled answers"). Free text is left as drawn: tables, code and refrains repeat by design.
+A constrained answer's drawn strings also keep out of loops: a token that would extend a run
+of tokens the open string has already written is drawn less the longer that run (the DRY
+penalty, ``repetition_penalties``, over ``TokenMask.string_tokens``). Sampled at 0.7, the
+small model sometimes wrote a JSON string over and over ("He's a cat! He's a cat! ...") and
+then members that were not asked for: 2 JSON-mode answers in 100, none with the penalty
+(benchmarks/README.md, "Loops in sampled answers"). The penalty looks inside the open string
+only: a later call's arguments, a list's items and an object's fields often must repeat
+what came before (the same team, id or year in each of three parallel calls), and over the
+whole answer it pushed them off what the request says. Free text is left as drawn: tables,
+code and refrains repeat by design.
 """
 
 from __future__ import annotations
@@ -67,21 +71,20 @@ def choose_token(
     params: SamplingParams,
     mask: TokenMask | None = None,
     generator: torch.Generator | None = None,
-    history: list[int] | None = None,
 ) -> int:
     """The next token: masked first when the output is constrained, then greedy or sampled.
 
     ``logits`` (1-D float32) is masked in place. With ``params.top_logprobs`` set, the token
     is a ``ScoredToken`` scored on the masked logits, before temperature and top-p. A
-    constrained answer's drawn values are penalised for repeating ``history``, the tokens
-    chosen so far (``repetition_penalties``).
+    constrained answer's drawn strings are penalised for repeating themselves
+    (``repetition_penalties`` over ``mask.string_tokens``).
     """
     if mask is not None:
         mask.apply(logits)
     if params.greedy:
         token = int(torch.argmax(logits))
     elif mask is not None:
-        token = _sample_values(logits, params, mask, generator, history or [])
+        token = _sample_values(logits, params, mask, generator)
     else:
         token = sample_token(logits, params.temperature, params.top_p, generator)
     if mask is not None:
@@ -101,16 +104,15 @@ def _sample_values(
     params: SamplingParams,
     mask: TokenMask,
     generator: torch.Generator | None,
-    history: list[int],
 ) -> int:
     """A token of a constrained answer: the most likely one where it lays out structure
     (``TokenMask.writes_structure``), else one drawn among the tokens that write values,
-    penalised for repeating the answer so far."""
+    penalised for repeating the open string so far."""
     best = int(torch.argmax(logits))
     if mask.writes_structure(best):
         return best
     candidates = logits.clone()
-    for token, penalty in repetition_penalties(history).items():
+    for token, penalty in repetition_penalties(mask.string_tokens).items():
         candidates[token] -= penalty
     for _ in range(_VALUE_DRAWS):
         token = sample_token(candidates, params.temperature, params.top_p, generator)
@@ -165,7 +167,7 @@ class TokenChooser:
         ):
             self._history.append(best)
             return best
-        token = choose_token(logits, params, self._mask, self._generator, self._history)
+        token = choose_token(logits, params, self._mask, self._generator)
         self._history.append(int(token))
         return token
 

@@ -105,6 +105,7 @@ class TokenMask:
         self._vocab = vocab
         self._endings = endings
         self._scanner = scanner
+        self._string_tokens: list[int] = []
 
     def apply(self, logits: torch.Tensor) -> None:
         """Set the logits of forbidden tokens to -inf, in place (a 1-D float32 CPU tensor):
@@ -139,7 +140,22 @@ class TokenMask:
             scanner.name_next,
         )
 
+    @property
+    def string_tokens(self) -> list[int]:
+        """The tokens written since the open string began (the one that opened it first);
+        empty outside strings. What a drawn value must not loop over
+        (``backend.engines.sampling``)."""
+        return self._string_tokens
+
     def accept(self, token: int) -> None:
         if not self._matcher.accept_token(token):
             raise RuntimeError(f"token {token} breaks the constraint it was chosen under")
-        self._scanner.feed(self._vocab[token])
+        scanner = self._scanner
+        opened = scanner.strings_opened
+        scanner.feed(self._vocab[token])
+        if not scanner.in_string:
+            self._string_tokens = []
+        elif scanner.strings_opened != opened:  # this token opened the string
+            self._string_tokens = [token]
+        else:
+            self._string_tokens.append(token)

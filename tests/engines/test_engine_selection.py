@@ -113,9 +113,7 @@ def test_what_reads_the_groundedness_prompts(
 
 
 @pytest.mark.parametrize("amx", [True, False])
-def test_a_chat_engine_put_in_place_of_llama_cpp_reads_the_judge_prompts_itself(
-    monkeypatch, amx
-):
+def test_a_chat_engine_put_in_place_of_llama_cpp_reads_the_judge_prompts_itself(monkeypatch, amx):
     """A plug-in engine (here the echo fake) replacing the configured llama.cpp one reads the
     judge's prompts itself, whatever the CPU: no bf16 copy of the configured model is loaded
     beside it, and the judge takes its turns with the chat requests."""

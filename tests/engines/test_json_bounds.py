@@ -367,3 +367,57 @@ def test_what_writes_structure(piece, in_string, escaped, structure):
 )
 def test_a_members_name_is_structure(piece, in_string, in_name, name_next, structure):
     assert writes_structure(piece, in_string, False, in_name, name_next) is structure
+
+
+def test_the_open_strings_tokens_are_what_a_drawn_value_must_not_loop_over(tokenizer):
+    """``TokenMask.string_tokens``: the tokens since the open string began, the token that
+    opened it first; nothing outside strings, and a new string starts afresh, so a later
+    call's argument may repeat an earlier one's (``backend.engines.sampling``)."""
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}
+    mask = _masks(tokenizer).start(JSONSchemaConstraint(json.dumps(schema)))
+    seen = []
+    for piece in ['{"', "a", '":', ' "', "Rocket", "League", '",', ' "', "b", '":', ' "', "Rocket"]:
+        (token,) = tokenizer.encode(piece, add_special_tokens=False)
+        mask.accept(token)
+        seen.append(tokenizer.decode(mask.string_tokens))
+    assert seen == [
+        '{"',
+        '{"a',
+        "",
+        ' "',
+        ' "Rocket',
+        ' "RocketLeague',
+        "",
+        ' "',
+        ' "b',
+        "",
+        ' "',
+        ' "Rocket',
+    ]
+
+
+def test_a_drawn_value_may_repeat_an_earlier_string_but_not_loop_inside_its_own(tokenizer):
+    """At a temperature near zero the penalty decides alone. The third item may write
+    ``RocketLeague`` again (over the whole answer that would be a run of five tokens, and
+    the penalty, 4.3, would push ``League`` under the tokens the model likes less); inside one
+    string, ``RocketLeagueRocketLeague`` may not go on with a third ``Rocket``."""
+    from backend.engines.base import SamplingParams
+    from backend.engines.sampling import choose_token
+
+    def token(piece: str) -> int:
+        return tokenizer.encode(piece, add_special_tokens=False)[0]
+
+    schema = {"type": "array", "items": {"type": "string"}}
+    cold = SamplingParams(max_new_tokens=1, temperature=0.001)
+    items = _masks(tokenizer).start(JSONSchemaConstraint(json.dumps(schema)))
+    for piece in ['["', "Rocket", "League", '",', ' "', "Rocket", "League", '",', ' "', "Rocket"]:
+        items.accept(token(piece))
+    logits = torch.zeros(len(tokenizer))
+    logits[token("League")] = 3.0  # the model's choice: the value the request says, again
+    assert choose_token(logits, cold, items, torch.Generator().manual_seed(0)) == token("League")
+    loop = _masks(tokenizer).start(JSONSchemaConstraint(json.dumps(schema)))
+    for piece in ['["', "Rocket", "League", "Rocket", "League"]:
+        loop.accept(token(piece))
+    logits = torch.zeros(len(tokenizer))
+    logits[token("Rocket")] = 0.5  # liked, but less than the penalty of a two-token run
+    assert choose_token(logits, cold, loop, torch.Generator().manual_seed(0)) != token("Rocket")

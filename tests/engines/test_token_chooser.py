@@ -81,6 +81,11 @@ class _StructureMask:
     def writes_structure(self, token: int) -> bool:
         return token in self.structure
 
+    @property
+    def string_tokens(self) -> list[int]:
+        """Everything written is one open string's value."""
+        return self.accepted
+
     def accept(self, token: int) -> None:
         self.accepted.append(token)
 
