@@ -154,6 +154,10 @@ class TermOverlapJudgeEngine(ScriptedChatEngine):
         super().__init__("")
         if tokenizer is not None:
             self.tokenizer = tokenizer
+        from backend.chat.yes_no import YES_SPELLINGS
+
+        encode = self.tokenizer.encode
+        self._yes = {encode(s, add_special_tokens=False)[0] for s in YES_SPELLINGS}
 
     def next_token_logprobs(
         self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]
@@ -167,17 +171,12 @@ class TermOverlapJudgeEngine(ScriptedChatEngine):
         share = len(wanted & terms(document)) / len(wanted) if wanted else 0.0
         p_yes = min(max(share, 1e-6), 1 - 1e-6)
         # spread over the candidates so that P(yes) renormalised over them is the share
-        yes = [c for c in candidate_ids if c in self._yes_ids()]
+        yes = [c for c in candidate_ids if c in self._yes]
         no = len(candidate_ids) - len(yes)
         return [
             math.log(p_yes / len(yes) if c in yes else (1 - p_yes) / max(no, 1))
             for c in candidate_ids
         ]
-
-    def _yes_ids(self) -> set[int]:
-        from backend.chat.yes_no import YES_SPELLINGS
-
-        return {self.tokenizer.encode(s, add_special_tokens=False)[0] for s in YES_SPELLINGS}
 
 
 class ToolLoopEngine(ScriptedChatEngine):
