@@ -1,0 +1,1 @@
+"""Agent tasks through real agent loops (issue 50): ``python -m benchmarks.agents``."""

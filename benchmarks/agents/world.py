@@ -250,6 +250,8 @@ def call(name: str, args: dict[str, Any]) -> str:
     """Run the tool ``name`` with ``args`` as a loop would, a wrong call answered as text."""
     if name not in TOOLS:
         return f"unknown tool {name}"
+    if not isinstance(args, dict):
+        return f"bad arguments for {name}: expected an object"
     try:
         inspect.signature(TOOLS[name]).bind(**args)
     except TypeError as error:

@@ -1,0 +1,193 @@
+"""The agent benchmark's scoring and task set, offline (no model)."""
+
+from __future__ import annotations
+
+from collections import Counter
+
+import pytest
+
+from benchmarks.agents import world
+from benchmarks.agents.scoring import (
+    KINDS,
+    Transcript,
+    answer_has,
+    contains,
+    load_tasks,
+    repeated_calls,
+    score,
+    summarise,
+)
+
+TASKS = load_tasks()
+MINIMUM_PER_KIND = {
+    "one_step": 10,
+    "two_step": 10,
+    "three_step": 6,
+    "parallel": 6,
+    "tool_error": 5,
+    "no_tool": 6,
+    "immediate": 5,
+}
+
+
+def task(kind: str = "one_step", expect: list | None = None) -> dict:
+    return {"id": "t", "kind": kind, "lang": "en", "expect": expect or [], "steps": 1}
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ("The balance is $1,250.00.", "1250"),
+        ("The balance is 1250 USD.", "1250"),
+        ("잔액은 1,250.00 USD입니다.", "1250"),
+        ("残高は１２５０ドルです。", "1250"),  # full-width digits
+        ("It is 1 150 EUR.".replace(" 150", "\u202f150"), "1150"),  # narrow no-break space
+        ("That is 87.50 USD.", "87.5"),
+        ("That is 92.00 EUR.", "92"),
+        ("It comes to 841,800 KRW.", "841800"),
+        ("It is 513,112.50 JPY.", "513112.5"),
+        ("Write to MPARK7@corp.example.", "mpark7@corp.example"),
+    ],
+)
+def test_expected_strings_are_found_whatever_the_number_format(answer, expected):
+    assert contains(answer, expected)
+
+
+@pytest.mark.parametrize(
+    ("answer", "expected"),
+    [
+        ("There are 1420 units.", "42"),  # a number only as a whole number
+        ("There are 142 units.", "42"),
+        ("It is 92.5 EUR.", "92"),
+        ("It is 87.55 USD.", "87.5"),
+        ("Order O-1002 ships from Osaka.", "0"),
+        ("I could not find it.", "1250"),
+    ],
+)
+def test_a_number_inside_another_number_is_not_a_match(answer, expected):
+    assert not contains(answer, expected)
+
+
+def test_every_entry_must_be_present_and_a_list_is_alternatives():
+    expect = ["15", ["cancelled", "취소"]]
+    assert answer_has("KTX-117은 15분 지연, KTX-142는 취소되었습니다.", expect)
+    assert answer_has("KTX-117 is 15 minutes late; KTX-142 was cancelled.", expect)
+    assert not answer_has("KTX-117 is 15 minutes late.", expect)
+
+
+def test_success_needs_every_expected_string_in_the_final_answer():
+    expected = task(expect=["18", "23"])
+    assert score(expected, Transcript([("get_weather", {})], "Seoul 18 °C, Tokyo 23 °C", 2)).success
+    assert not score(expected, Transcript([("get_weather", {})], "Seoul is 18 °C.", 2)).success
+    assert not score(expected, Transcript([("get_weather", {})], "", 3)).success
+
+
+def test_no_tool_task_succeeds_with_no_call_and_a_non_empty_answer():
+    no_tool = task("no_tool")
+    assert score(no_tool, Transcript([], "Paris.", 1)).success
+    assert not score(no_tool, Transcript([("get_weather", {"city": "Paris"})], "Paris.", 2)).success
+    assert not score(no_tool, Transcript([], "  ", 1)).success
+
+
+def test_repeated_calls_are_same_name_and_same_arguments_as_an_earlier_call():
+    calls = [
+        ("get_weather", {"city": "Seoul"}),
+        ("get_weather", {"city": "Tokyo"}),  # other arguments: not a repeat
+        ("get_weather", {"city": "Seoul"}),  # repeat
+        ("find_train", {"destination": "Busan", "origin": "Seoul"}),
+        ("find_train", {"origin": "Seoul", "destination": "Busan"}),  # repeat, keys reordered
+        ("get_weather", {"city": "Seoul"}),  # repeat again
+    ]
+    assert repeated_calls(calls) == 3
+    result = score(task(expect=["18"]), Transcript(calls, "18", 7))
+    assert (result.calls, result.repeated_calls, result.steps) == (6, 3, 7)
+
+
+def test_summary_groups_kinds_as_issue_50_asks():
+    rows = [
+        {
+            "kind": "one_step",
+            "success": True,
+            "repeated_calls": 0,
+            "limit_reached": False,
+            "seconds": 1.0,
+        },
+        {
+            "kind": "no_tool",
+            "success": False,
+            "repeated_calls": 0,
+            "limit_reached": False,
+            "seconds": 2.0,
+        },
+        {
+            "kind": "three_step",
+            "success": True,
+            "repeated_calls": 2,
+            "limit_reached": True,
+            "seconds": 6.0,
+        },
+    ]
+    summary = summarise(rows)
+    assert summary["groups"] == {"one step or none": (1, 2), "two or more dependent steps": (1, 1)}
+    assert (summary["all"], summary["repeated_calls"], summary["limits_reached"]) == ((2, 3), 2, 1)
+    assert summary["mean_seconds"] == 3.0
+
+
+# ------------------------------------------------------------------------- the task set
+
+
+def test_tasks_are_well_formed():
+    ids = [t["id"] for t in TASKS]
+    assert len(ids) == len(set(ids)) >= 48
+    for t in TASKS:
+        assert t["kind"] in KINDS and t["lang"] in {"en", "ko", "ja"}, t["id"]
+        assert t["question"].strip(), t["id"]
+        assert 4 <= len(t["tools"]) <= 6 and len(set(t["tools"])) == len(t["tools"]), t["id"]
+        assert set(t["tools"]) <= set(world.TOOLS), t["id"]
+        assert {call["name"] for call in t["solution"]} <= set(t["tools"]), t["id"]
+        # Always some distractors: tools offered that the solution does not use.
+        assert set(t["tools"]) - {call["name"] for call in t["solution"]}, t["id"]
+        if t["kind"] == "no_tool":
+            assert t["expect"] == [] and t["solution"] == [] and t["steps"] == 0, t["id"]
+        else:
+            assert t["expect"] and 1 <= t["steps"] <= len(t["solution"]), t["id"]
+
+
+def test_every_kind_and_language_is_represented():
+    kinds = Counter(t["kind"] for t in TASKS)
+    for kind, minimum in MINIMUM_PER_KIND.items():
+        assert kinds[kind] >= minimum, kind
+    languages = Counter(t["lang"] for t in TASKS)
+    assert languages["en"] > languages["ko"] >= 0.15 * len(TASKS)
+    assert languages["ja"] >= 0.15 * len(TASKS)
+
+
+@pytest.mark.parametrize("t", [t for t in TASKS if t["kind"] != "no_tool"], ids=lambda t: t["id"])
+def test_the_expected_answer_is_reachable_through_the_tools(t):
+    results = [world.call(call["name"], call["args"]) for call in t["solution"]]
+    assert answer_has("\n".join(results), t["expect"]), results
+    # Each step of a dependent chain uses a value only an earlier result gave.
+    if t["kind"] in {"two_step", "three_step"}:
+        for earlier, call in zip(results, t["solution"][1:], strict=False):
+            assert any(str(value) in earlier for value in call["args"].values()), call
+
+
+def test_the_docstring_example_id_is_not_a_customer():
+    assert "C-1234" in world.get_account_balance.__doc__
+    assert world.call("get_account_balance", {"customer_id": "C-1234"}).startswith("unknown")
+
+
+def test_tools_answer_bad_calls_with_text_not_exceptions():
+    assert world.call("get_stock", {"product_id": "P-77"}).startswith("bad arguments")
+    assert world.call("no_such_tool", {}) == "unknown tool no_such_tool"
+    assert world.call("calculate", {"expression": "__import__('os')"}).startswith("cannot")
+    assert world.call(
+        "convert_currency", {"amount": "lots", "from_currency": "USD", "to_currency": "EUR"}
+    ).startswith("bad arguments")
+
+
+@pytest.mark.parametrize(
+    "builder", [world.openai_tools, world.langchain_tools, world.llamaindex_tools]
+)
+def test_every_tool_can_be_offered_to_every_loop(builder):
+    assert len(builder(list(world.TOOLS))) == len(world.TOOLS)
