@@ -1,0 +1,120 @@
+"""Agent tasks through real agent loops on the in-process chat model (issue 50).
+
+Runs ``tasks.jsonl`` through LangChain's ``create_agent``, LlamaIndex's ``FunctionAgent`` and
+an OpenAI-SDK-style loop, all on one in-process backend (the model loads once), writes
+``benchmarks/agents/results-<label>-<profile>-<framework>.json`` (one row per task) and
+prints each framework's success by kind group, repeated calls, limits reached and seconds.
+
+    CORE_MODEL_PROFILE=small python -m benchmarks.agents --profile small --limit 3
+    python -m benchmarks.agents --framework langchain,openai --kinds two_step,three_step
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from tqdm import tqdm
+
+from benchmarks.agents.runners import RUNNERS, RecordingBackend
+from benchmarks.agents.scoring import KINDS, load_tasks, score, summarise
+
+HERE = Path(__file__).resolve().parent
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--framework", default="langchain,llamaindex,openai")
+    parser.add_argument("--profile", default="default", choices=["default", "small"])
+    parser.add_argument("--temperature", type=float, default=0.0)
+    parser.add_argument("--limit", type=int, default=None, help="first N tasks (after --kinds)")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated task kinds")
+    parser.add_argument("--label", default="run", help="names the results files")
+    parser.add_argument(
+        "--system-prompt", default=None, help="LangChain's system_prompt (default: none)"
+    )
+    parser.add_argument(
+        "--recursion-limit",
+        type=int,
+        default=None,
+        help="LangGraph's recursion limit (default: LangGraph's own, 10007 in langgraph 1.2)",
+    )
+    return parser.parse_args()
+
+
+def run_framework(
+    framework: str, tasks: list[dict[str, Any]], backend: RecordingBackend, args: argparse.Namespace
+) -> list[dict[str, Any]]:
+    """Every task through one framework's loop, scored, as result rows."""
+    options: dict[str, Any] = {}
+    if framework == "langchain":
+        options = {"system_prompt": args.system_prompt, "recursion_limit": args.recursion_limit}
+    rows = []
+    for task in tqdm(tasks, desc=framework, unit="task"):
+        run = RUNNERS[framework](task, backend, args.temperature, **options)
+        result = score(task, run.transcript)
+        rows.append(
+            {
+                "id": task["id"],
+                "kind": task["kind"],
+                "lang": task["lang"],
+                "success": result.success,
+                "calls": result.calls,
+                "repeated_calls": result.repeated_calls,
+                "steps": result.steps,
+                "min_steps": task["steps"],
+                "limit_reached": run.limit_reached,
+                "seconds": round(run.seconds, 2),
+                "answer": run.transcript.answer,
+                "tool_calls": [{"name": n, "args": a} for n, a in run.transcript.calls],
+                "requests": run.requests,
+            }
+        )
+    return rows
+
+
+def table(framework: str, rows: list[dict[str, Any]]) -> str:
+    """One framework's summary as aligned text."""
+    summary = summarise(rows)
+    lines = [f"{framework}:"]
+    for group, (passed, total) in summary["groups"].items():
+        lines.append(f"  {group:<30} {passed:>3}/{total:<3} {passed / total:6.0%}")
+    passed, total = summary["all"]
+    lines += [
+        f"  {'all':<30} {passed:>3}/{total:<3} {passed / total:6.0%}",
+        f"  {'repeated calls':<30} {summary['repeated_calls']:>3}",
+        f"  {'limits reached':<30} {summary['limits_reached']:>3}",
+        f"  {'mean seconds per task':<30} {summary['mean_seconds']:6.1f}",
+    ]
+    return "\n".join(lines)
+
+
+def main() -> None:
+    args = parse_args()
+    frameworks = [name.strip() for name in args.framework.split(",") if name.strip()]
+    unknown = sorted(set(frameworks) - set(RUNNERS))
+    if unknown:
+        raise SystemExit(f"unknown framework(s) {unknown}; use {', '.join(RUNNERS)}")
+    kinds = {kind.strip() for kind in args.kinds.split(",")}
+    if kinds - set(KINDS):
+        raise SystemExit(f"unknown kind(s) {sorted(kinds - set(KINDS))}; use {', '.join(KINDS)}")
+    tasks = [task for task in load_tasks() if task["kind"] in kinds][: args.limit]
+
+    import backend as core
+
+    with core.connect(profile=args.profile) as inner:
+        shared = RecordingBackend(inner)
+        for framework in frameworks:
+            rows = run_framework(framework, tasks, shared, args)
+            path = HERE / f"results-{args.label}-{args.profile}-{framework}.json"
+            meta = {k: v for k, v in vars(args).items() if k != "framework"}
+            payload = {"framework": framework, **meta, "rows": rows}
+            path.write_text(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")
+            print(table(framework, rows))
+            print(f"  -> {path.relative_to(HERE.parents[1])}")
+
+
+if __name__ == "__main__":
+    main()
