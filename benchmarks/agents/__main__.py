@@ -18,8 +18,9 @@ from typing import Any
 
 from tqdm import tqdm
 
-from benchmarks.agents.runners import RUNNERS, RecordingBackend
-from benchmarks.agents.scoring import KINDS, load_tasks, score, summarise
+from backend.protocol.errors import CoreError
+from benchmarks.agents.runners import RUNNERS, RecordingBackend, Run
+from benchmarks.agents.scoring import KINDS, Transcript, load_tasks, score, summarise
 
 HERE = Path(__file__).resolve().parent
 
@@ -53,7 +54,12 @@ def run_framework(
         options = {"system_prompt": args.system_prompt, "recursion_limit": args.recursion_limit}
     rows = []
     for task in tqdm(tasks, desc=framework, unit="task"):
-        run = RUNNERS[framework](task, backend, args.temperature, **options)
+        error = None
+        try:
+            run = RUNNERS[framework](task, backend, args.temperature, **options)
+        except CoreError as refused:  # e.g. a conversation grown past the context: a failure
+            error = f"{type(refused).__name__}: {refused}"
+            run = Run(Transcript(), limit_reached=False, seconds=0.0, requests=backend.take())
         result = score(task, run.transcript)
         rows.append(
             {
@@ -70,6 +76,7 @@ def run_framework(
                 "answer": run.transcript.answer,
                 "tool_calls": [{"name": n, "args": a} for n, a in run.transcript.calls],
                 "requests": run.requests,
+                "error": error,
             }
         )
     return rows
@@ -88,6 +95,8 @@ def table(framework: str, rows: list[dict[str, Any]]) -> str:
         f"  {'limits reached':<30} {summary['limits_reached']:>3}",
         f"  {'mean seconds per task':<30} {summary['mean_seconds']:6.1f}",
     ]
+    if errors := sum(row["error"] is not None for row in rows):
+        lines.append(f"  {'refused by the service':<30} {errors:>3}")
     return "\n".join(lines)
 
 
