@@ -12,6 +12,12 @@ unconstrained and unslowed; one in a ``response_format`` is generated again from
 under the format's constraint. Where the profile sets a threshold, calls the model itself
 finds unneeded for the message are dropped and the message answered without tools
 (``backend.chat.tool_need``).
+
+A generated call is then reviewed (``backend.chat.call_checks``): calls repeating one the
+conversation answered, or one earlier in the same reply, are dropped; calls whose arguments
+were copied from a tool's description are shown to the model as failed, in an exchange the
+client never sees, and the model calls once more. When no call is left, or the model ends
+its turn at once (an empty answer), the ``plain`` generation answers without tools.
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
+from backend.chat.call_checks import CopiedCall, call_key, copied_arguments, example_exchange
 from backend.chat.output import OutputEvent, OutputProcessor, ToolCallsFound
 from backend.chat.prompt import AnswerOrCall, Generation, RenderedPrompt
 from backend.chat.tool_calls import opens_tool_call
@@ -94,28 +101,61 @@ def _answer_or_call(
             is_call = call_opened(opening)
             if is_call is not None or len(opening) >= OPENING_TOKENS:
                 break
-        if not is_call and not json_answers:
+        if opening[:1] and opening[0] in engine.eos_token_ids:
+            is_call = False  # ended its turn at once: answered without tools below
+        elif not is_call and not json_answers:
             yield from answer.read(itertools.chain(opening, free))
             return
     finally:
         free.close()
+    if opening[:1] and opening[0] in engine.eos_token_ids:
+        yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
+        return
     if not is_call:  # an answer in a response_format: generated again, held to the format
         yield from answer.events(params)
         return
+    check = prompt.tool_need if tool_need_below is not None else None
     call = _Reading(engine, prompt.call, stop, should_stop, logprobs).events(params)
-    check = prompt.tool_need
-    if tool_need_below is None or check is None:
-        yield from call
-        return
     # The call is read whole before it is checked (calls go out at the end anyway).
-    held = list(call)
-    found = next((event.calls for event in held if isinstance(event, ToolCallsFound)), [])
-    names = [call.function.name for call in found]
-    if not found or calls_are_wanted(engine, check, names, tool_need_below):
-        yield from held
+    events = list(call)
+    names = [c.function.name for e in events if isinstance(e, ToolCallsFound) for c in e.calls]
+    wanted = not (check and names) or calls_are_wanted(engine, check, names, tool_need_below)
+    held, copied = _review(events, prompt) if wanted else (None, [])
+    if held is None and copied and prompt.call_after:
+        # Every call copied an argument: the model is shown why that fails and calls again,
+        # which typically gives the call that looks the value up.
+        retry = prompt.call_after(example_exchange(copied))
+        held, _ = _review(
+            list(_Reading(engine, retry, stop, should_stop, logprobs).events(params)), prompt
+        )
+    if held is None:
+        yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
         return
-    plain = Generation(check.plain_ids, constraint=prompt.answer.constraint)
-    yield from _Reading(engine, plain, stop, should_stop, logprobs).events(params)
+    yield from held
+
+
+def _review(
+    events: list[OutputEvent], prompt: AnswerOrCall
+) -> tuple[list[OutputEvent] | None, list[CopiedCall]]:
+    """``events`` with the calls not worth making taken out (``backend.chat.call_checks``):
+    repeats of answered calls or of the reply's own, and calls with arguments copied from a
+    tool's description (returned too). None when calls were found and none is left."""
+    found = next((e.calls for e in events if isinstance(e, ToolCallsFound)), None)
+    if not found:
+        return events, []
+    copied, kept, seen = [], [], set(prompt.answered)
+    for call in found:
+        key = call_key(call.function.name, call.function.arguments)
+        if values := copied_arguments(call.function, prompt.tools, prompt.said):
+            copied.append(CopiedCall(call, values))
+        elif key not in seen:
+            kept.append(call)
+        seen.add(key)
+    if not kept:
+        return None, copied
+    return [
+        ToolCallsFound(kept, e.logprobs) if isinstance(e, ToolCallsFound) else e for e in events
+    ], copied
 
 
 class _Reading:

@@ -9,16 +9,22 @@ A request is answered in one of two ways, each a type of its own:
   where the engine can, generated under the tools' schema.
 * ``AnswerOrCall``: ``tool_choice`` ``auto`` on an engine that constrains decoding. The answer
   starts freely; if it opens a call, the ``call`` generation, constrained to the tools'
-  schemas, is run instead (``backend.chat.generation``).
+  schemas, is run instead (``backend.chat.generation``). This holds after tool results too:
+  the tools stay offered and the model decides between another call and an answer, as at
+  OpenAI and in vLLM. A call that repeats one the conversation already answered is dropped
+  (``AnswerOrCall.answered``), and when nothing is left the ``plain`` generation answers
+  from the results without tools.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend.chat.call_checks import CallKey, answered_calls, conversation_text
 from backend.chat.tool_calls import (
     SEVERAL_CALLS_FORMAT,
     call_constraint,
@@ -56,9 +62,20 @@ class AnswerOrCall:
 
     answer: Generation
     call: Generation
+    #: The answer without tools, run instead when every generated call is dropped.
+    plain: Generation
     #: Where the conversation ends with a user message: what checking that a generated call
     #: is wanted needs (``backend.chat.tool_need``).
     tool_need: ToolNeedCheck | None = None
+    #: The calls the conversation already holds with their results (``call_key``): a reply
+    #: never repeats one (``backend.chat.call_checks``).
+    answered: frozenset[CallKey] = frozenset()
+    #: The tools offered, and what the conversation says (``conversation_text``): what
+    #: finding arguments copied from a tool's description needs.
+    tools: tuple[ToolDefinition, ...] = ()
+    said: str = ""
+    #: The ``call`` generation for the conversation continued by more messages.
+    call_after: Callable[[Sequence[ChatMessage]], Generation] | None = None
 
     @property
     def ids(self) -> list[int]:
@@ -91,12 +108,12 @@ def _template_message(message: ChatMessage) -> dict[str, Any]:
 
 
 def _with_tool_results_as_user_turn(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
-    """The conversation with its last tool call and results rewritten as one user turn.
+    """The conversation with its last tool call and results rewritten as one user turn, for
+    answering from them without tools.
 
-    Rendered the template's way (a ``<tool_call>`` turn, then ``<tool_response>``), the
-    small Qwen models echo the call instead of answering; shown the results as plain text
-    with the instruction to answer, they answer from them. Earlier exchanges keep the
-    template's form.
+    Shown the results as plain text with the instruction to answer, the small Qwen models
+    answer from them; this is what replaces a reply whose calls all repeat answered ones.
+    Earlier exchanges keep the template's form.
     """
     end = len(messages)
     start = end
@@ -151,17 +168,8 @@ def render_prompt(
             "invalid request: the configured chat model has no chat template; configure an "
             "instruction-tuned model"
         )
-    answering = tool_choice in (None, "auto") and messages[-1].role == "tool"
-    if answering:
-        conversation = _with_tool_results_as_user_turn(messages)
-    else:
-        conversation = [_template_message(m) for m in messages]
-    if conversation[0]["role"] != "system":
-        conversation.insert(0, {"role": "system", "content": DEFAULT_SYSTEM_PROMPT})
-    if answer_format is not None:
-        system = conversation[0]
-        conversation[0] = {**system, "content": _asking_for(answer_format, system["content"])}
-    active_tools = list(tools or ()) if tool_choice != "none" and not answering else []
+    conversation = _with_system([_template_message(m) for m in messages], answer_format)
+    active_tools = list(tools or ()) if tool_choice != "none" else []
     template_tools = [t.model_dump(exclude_none=True) for t in active_tools] or None
     parallel_calls = several_calls_allowed(parallel_calls, tool_choice)
     text = tokenizer.apply_chat_template(
@@ -186,18 +194,48 @@ def render_prompt(
     call = Generation(tokens(text + prefill), prefill, tool_names, constraint, parallel_calls)
     if tool_choice not in (None, "auto"):
         return call
+
+    def call_after(more: Sequence[ChatMessage]) -> Generation:
+        continued = conversation + [_template_message(m) for m in more]
+        with_format = _with_call_format(continued, parallel_calls)
+        text = tokenizer.apply_chat_template(
+            with_format, tools=template_tools, add_generation_prompt=True, tokenize=False
+        )
+        return dataclasses.replace(call, ids=tokens(text + prefill))
+
+    if messages[-1].role == "tool":
+        conversation = _with_system(_with_tool_results_as_user_turn(messages), answer_format)
+    plain = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
     tool_need = None
     if messages[-1].role == "user":
-        plain = tokenizer.apply_chat_template(
-            conversation, add_generation_prompt=True, tokenize=False
-        )
         tool_need = ToolNeedCheck(
             message=messages[-1].content or "",
             descriptions={t.function.name: t.function.description or "" for t in active_tools},
-            plain_ids=tokens(plain),
         )
-    answer = Generation(tokens(text), "", tool_names, answer_format, parallel_calls)
-    return AnswerOrCall(answer, call, tool_need)
+    return AnswerOrCall(
+        answer=Generation(tokens(text), "", tool_names, answer_format, parallel_calls),
+        call=call,
+        plain=Generation(tokens(plain), constraint=answer_format),
+        tool_need=tool_need,
+        answered=answered_calls(messages),
+        tools=tuple(active_tools),
+        said=conversation_text(messages),
+        call_after=call_after,
+    )
+
+
+def _with_system(
+    conversation: list[dict[str, Any]], answer_format: JSONSchemaConstraint | None
+) -> list[dict[str, Any]]:
+    """The conversation opened by a system message (the default one if it has none), which
+    asks for ``answer_format`` where there is one."""
+    if conversation[0]["role"] != "system":
+        conversation = [{"role": "system", "content": DEFAULT_SYSTEM_PROMPT}, *conversation]
+    if answer_format is not None:
+        system = conversation[0]
+        content = _asking_for(answer_format, system["content"])
+        conversation = [{**system, "content": content}, *conversation[1:]]
+    return conversation
 
 
 def _with_call_format(conversation: list[dict[str, Any]], several: bool) -> list[dict[str, Any]]:

@@ -33,12 +33,11 @@ QUESTION = (
 
 @dataclass(frozen=True)
 class ToolNeedCheck:
-    """What the check needs from the request: its last user message, the tools' descriptions,
-    and the prompt that answers the conversation without tools."""
+    """What the check needs from the request: its last user message and the tools'
+    descriptions."""
 
     message: str
     descriptions: dict[str, str]
-    plain_ids: list[int]
 
 
 def call_is_wanted(engine: ChatEngine, check: ToolNeedCheck, name: str, threshold: float) -> bool:

@@ -203,29 +203,6 @@ async def test_async_stream_stops_generation_when_the_consumer_leaves():
     assert engine.generated < 2000
 
 
-def test_trailing_tool_results_are_shown_as_a_user_turn_without_tools():
-    engine = ScriptedChatEngine("It is sunny in Seoul.")
-    service = offline_backend(engine, profile="small")
-    call = {
-        "id": "c1",
-        "type": "function",
-        "function": {"name": "get_weather", "arguments": '{"city": "Seoul"}'},
-    }
-    messages = [
-        {"role": "user", "content": "Weather in Seoul?"},
-        {"role": "assistant", "content": None, "tool_calls": [call]},
-        {"role": "tool", "tool_call_id": "c1", "content": "sunny, 25 C"},
-    ]
-    result = service.chat(
-        {"model": "core-1-mini-chat", "messages": messages, "tools": [WEATHER_TOOL]}
-    )
-    assert result.choices[0].message.content == "It is sunny in Seoul."
-    prompt = engine.tokenizer.decode(engine.prompts[-1])
-    assert not prompt.startswith("tools:")
-    assert '- get_weather({"city": "Seoul"}) returned: sunny, 25 C' in prompt
-    assert prompt.index("Weather in Seoul?") < prompt.index("Results of the tool calls")
-
-
 def test_closing_a_stream_stops_the_generation():
     engine = SlowChatEngine("x" * 2000)
     service = offline_backend(engine, profile="small")

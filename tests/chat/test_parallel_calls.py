@@ -182,5 +182,5 @@ def test_the_array_of_calls_is_described_only_where_a_constrained_reply_may_hold
     assert _system_line(prompt.ids) is told
     if isinstance(prompt, AnswerOrCall):
         assert _system_line(prompt.call.ids) is told
-        # The tool-need check reads the conversation as if no tools were offered.
-        assert not _system_line(prompt.tool_need.plain_ids)
+        # A dropped call is replaced by the answer without tools.
+        assert not _system_line(prompt.plain.ids)
