@@ -1,38 +1,44 @@
-"""Which generated calls are worth making: not one the conversation already answered, and not
-one whose arguments were copied from a tool's description rather than taken from the
-conversation.
+"""Which generated calls are worth making: not one the conversation already answered, and
+not one whose arguments the model made up rather than took from the conversation.
 
 Both faults come from reading a conversation, not from the schema, so the constraint cannot
 rule them out; ``backend.chat.generation`` drops such calls after they are generated.
 
 * A repeated call (the same tool and the same arguments as one whose result the conversation
-  holds) would only give the same result again. Once tools stay offered after results, the
-  small Qwen models often write the call they just made again instead of answering.
-* A copied argument: asked "What is the balance of customer Jun Seo?" with a tool described as
-  "balance by customer id (an id such as C-1234)", the 1.5B model calls it with ``C-1234``
-  instead of first looking the id up with the tool that finds it. A string argument holding a
-  digit that appears in an offered tool's description and in no message of the conversation
-  is taken as copied from the description's example: an id or a code is data, and the data of
-  a conversation is what its messages say. Values without a digit are left alone, since
-  choosing one of the values a description names ("celsius or fahrenheit") is how such
-  arguments are meant to be filled.
+  holds, or as one earlier in the same reply) would only give the same result again. Once
+  tools stay offered after results, the small Qwen models often write the call they just
+  made again instead of answering.
+* A made-up argument: asked "What is the balance of customer Jun Seo?" with a tool described
+  as "balance by customer id (an id such as C-1234)", the 1.5B model calls it with
+  ``C-1234`` instead of first looking the id up with the tool that finds it; asked for
+  Kenji Sato's manager it calls ``get_manager_id("12345")``. An id or a code is data, and
+  the data of a conversation is what its messages say. A string argument holding a digit,
+  found in no message of the conversation, is taken as made up when it is copied from an
+  offered tool's definition, or when its parameter names an identifier (``id``,
+  ``customer_id``, ``orderId``, ``order_number``, ``code``). Other values are left alone:
+  choosing a value a description names ("celsius or fahrenheit"), writing a date or a
+  number the message gives in words, is how such arguments are meant to be filled.
 """
 
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall, ToolDefinition
 
-#: What the model is told of a call that copied ``{values}`` from a tool's description, in
-#: the exchange it calls again after (``example_exchange``).
-COPIED_RESULT = (
-    "error: {values} is only an example in the tool's description, not a value from this "
-    "conversation. First call the tool that finds the real value."
+#: What the model is told of a call with made-up ``{values}``, in the exchange after which it
+#: decides again (``unfounded_exchange``).
+UNFOUNDED_RESULT = (
+    "error: {values} is not a value from this conversation (neither the user nor a tool "
+    "result gave it). Find the real value with another tool first, or answer without it."
 )
+
+#: Parameter names that name an identifier, whose value must come from the conversation.
+IDENTIFIER_PARAMETER = re.compile(r"(?:^|_)(?i:id|ids|number|code|key)$|[a-z](?:Id|Ids|Number|Code|Key)$")
 
 #: A call as compared with others: the tool's name and its arguments as canonical JSON.
 CallKey = tuple[str, str]
@@ -67,61 +73,64 @@ def conversation_text(messages: Sequence[ChatMessage]) -> str:
     return "\n".join(parts).casefold()
 
 
-def copied_arguments(call: FunctionCall, tools: Sequence[ToolDefinition], said: str) -> list[str]:
-    """The string values of ``call``'s arguments that look copied from a tool's description:
-    holding a digit, found in some offered tool's definition, and not in ``said``
-    (``conversation_text``)."""
+def unfounded_arguments(
+    call: FunctionCall, tools: Sequence[ToolDefinition], said: str
+) -> list[str]:
+    """The string values of ``call``'s arguments that look made up: holding a digit, not in
+    ``said`` (``conversation_text``), and copied from an offered tool's definition or given
+    to a parameter that names an identifier."""
     described = "\n".join(_definition_text(tool) for tool in tools).casefold()
     try:
         arguments = json.loads(call.arguments)
     except json.JSONDecodeError:
         return []
-    return [
-        value
-        for value in _strings(arguments)
-        if any(c.isdigit() for c in value)
-        and value.strip().casefold() in described
-        and value.strip().casefold() not in said
-    ]
-
-
-def _definition_text(tool: ToolDefinition) -> str:
-    function = tool.function
-    return (
-        f"{function.description or ''}\n{json.dumps(function.parameters or {}, ensure_ascii=False)}"
-    )
-
-
-def _strings(value: Any) -> Iterator[str]:
-    if isinstance(value, str):
-        if value.strip():
-            yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _strings(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _strings(item)
+    made_up = []
+    for parameter, value in _strings(arguments, ""):
+        found = value.strip().casefold()
+        if not any(c.isdigit() for c in found) or found in said:
+            continue
+        if found in described or IDENTIFIER_PARAMETER.search(parameter):
+            made_up.append(value)
+    return made_up
 
 
 @dataclass(frozen=True)
-class CopiedCall:
-    """A generated call and the argument values it copied from a tool's description."""
+class UnfoundedCall:
+    """A generated call and the argument values it made up."""
 
     call: ToolCall
     values: list[str]
 
 
-def example_exchange(copied: Sequence[CopiedCall]) -> list[ChatMessage]:
-    """The calls that copied values, and for each a result saying so: the model, shown this
-    after the conversation, calls again."""
-    calls = [c.call for c in copied]
+def unfounded_exchange(unfounded: Sequence[UnfoundedCall]) -> list[ChatMessage]:
+    """The calls with made-up values, and for each a result saying so: the model, shown this
+    after the conversation, decides again."""
     results = [
         ChatMessage(
             role="tool",
-            tool_call_id=c.call.id,
-            content=COPIED_RESULT.format(values=", ".join(c.values)),
+            tool_call_id=u.call.id,
+            content=UNFOUNDED_RESULT.format(values=", ".join(u.values)),
         )
-        for c in copied
+        for u in unfounded
     ]
+    calls = [u.call for u in unfounded]
     return [ChatMessage(role="assistant", content=None, tool_calls=calls), *results]
+
+
+def _definition_text(tool: ToolDefinition) -> str:
+    function = tool.function
+    parameters = json.dumps(function.parameters or {}, ensure_ascii=False)
+    return f"{function.description or ''}\n{parameters}"
+
+
+def _strings(value: Any, parameter: str) -> Iterator[tuple[str, str]]:
+    """Every non-empty string in ``value``, with the name of the parameter it is under."""
+    if isinstance(value, str):
+        if value.strip():
+            yield parameter, value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _strings(item, str(key))
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item, parameter)

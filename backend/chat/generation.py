@@ -14,9 +14,9 @@ finds unneeded for the message are dropped and the message answered without tool
 (``backend.chat.tool_need``).
 
 A generated call is then reviewed (``backend.chat.call_checks``): calls repeating one the
-conversation answered, or one earlier in the same reply, are dropped; calls whose arguments
-were copied from a tool's description are shown to the model as failed, in an exchange the
-client never sees, and the model calls once more. When no call is left, or the model ends
+conversation answered, or one earlier in the same reply, are dropped; calls with a made-up
+argument are shown to the model as failed, in an exchange the client never sees, and the
+model decides once more between a call and an answer. When no call is left, or the model ends
 its turn at once (an empty answer), the ``plain`` generation answers without tools.
 """
 
@@ -26,7 +26,12 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
-from backend.chat.call_checks import CopiedCall, call_key, copied_arguments, example_exchange
+from backend.chat.call_checks import (
+    UnfoundedCall,
+    call_key,
+    unfounded_arguments,
+    unfounded_exchange,
+)
 from backend.chat.output import OutputEvent, OutputProcessor, ToolCallsFound
 from backend.chat.prompt import AnswerOrCall, Generation, RenderedPrompt
 from backend.chat.tool_calls import opens_tool_call
@@ -120,14 +125,18 @@ def _answer_or_call(
     events = list(call)
     names = [c.function.name for e in events if isinstance(e, ToolCallsFound) for c in e.calls]
     wanted = not (check and names) or calls_are_wanted(engine, check, names, tool_need_below)
-    held, copied = _review(events, prompt) if wanted else (None, [])
-    if held is None and copied and prompt.call_after:
-        # Every call copied an argument: the model is shown why that fails and calls again,
-        # which typically gives the call that looks the value up.
-        retry = prompt.call_after(example_exchange(copied))
-        held, _ = _review(
-            list(_Reading(engine, retry, stop, should_stop, logprobs).events(params)), prompt
+    held, unfounded = _review(events, prompt) if wanted else (None, [])
+    if held is None and unfounded and prompt.continued:
+        # Every call made up an argument: the model is shown those calls failing, as a tool
+        # would answer them, and decides again (once) between a call and an answer.
+        retry = dataclasses.replace(
+            prompt.continued(unfounded_exchange(unfounded)),
+            said=prompt.said,
+            plain=prompt.plain,
+            continued=None,
         )
+        yield from _answer_or_call(engine, retry, params, stop, should_stop, None, logprobs)
+        return
     if held is None:
         yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
         return
@@ -136,26 +145,26 @@ def _answer_or_call(
 
 def _review(
     events: list[OutputEvent], prompt: AnswerOrCall
-) -> tuple[list[OutputEvent] | None, list[CopiedCall]]:
+) -> tuple[list[OutputEvent] | None, list[UnfoundedCall]]:
     """``events`` with the calls not worth making taken out (``backend.chat.call_checks``):
-    repeats of answered calls or of the reply's own, and calls with arguments copied from a
-    tool's description (returned too). None when calls were found and none is left."""
+    repeats of answered calls or of the reply's own, and calls with made-up arguments
+    (returned too). None when calls were found and none is left."""
     found = next((e.calls for e in events if isinstance(e, ToolCallsFound)), None)
     if not found:
         return events, []
-    copied, kept, seen = [], [], set(prompt.answered)
+    unfounded, kept, seen = [], [], set(prompt.answered)
     for call in found:
         key = call_key(call.function.name, call.function.arguments)
-        if values := copied_arguments(call.function, prompt.tools, prompt.said):
-            copied.append(CopiedCall(call, values))
+        if values := unfounded_arguments(call.function, prompt.tools, prompt.said):
+            unfounded.append(UnfoundedCall(call, values))
         elif key not in seen:
             kept.append(call)
         seen.add(key)
     if not kept:
-        return None, copied
+        return None, unfounded
     return [
         ToolCallsFound(kept, e.logprobs) if isinstance(e, ToolCallsFound) else e for e in events
-    ], copied
+    ], unfounded
 
 
 class _Reading:

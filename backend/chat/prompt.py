@@ -18,7 +18,6 @@ A request is answered in one of two ways, each a type of its own:
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -71,11 +70,11 @@ class AnswerOrCall:
     #: never repeats one (``backend.chat.call_checks``).
     answered: frozenset[CallKey] = frozenset()
     #: The tools offered, and what the conversation says (``conversation_text``): what
-    #: finding arguments copied from a tool's description needs.
+    #: finding made-up arguments needs (``backend.chat.call_checks``).
     tools: tuple[ToolDefinition, ...] = ()
     said: str = ""
-    #: The ``call`` generation for the conversation continued by more messages.
-    call_after: Callable[[Sequence[ChatMessage]], Generation] | None = None
+    #: The same request with more messages at the end of its conversation.
+    continued: Callable[[Sequence[ChatMessage]], AnswerOrCall] | None = None
 
     @property
     def ids(self) -> list[int]:
@@ -195,13 +194,13 @@ def render_prompt(
     if tool_choice not in (None, "auto"):
         return call
 
-    def call_after(more: Sequence[ChatMessage]) -> Generation:
-        continued = conversation + [_template_message(m) for m in more]
-        with_format = _with_call_format(continued, parallel_calls)
-        text = tokenizer.apply_chat_template(
-            with_format, tools=template_tools, add_generation_prompt=True, tokenize=False
+    def continued(more: Sequence[ChatMessage]) -> AnswerOrCall:
+        longer = [*messages, *more]
+        rendered = render_prompt(
+            tokenizer, longer, tools, tool_choice, constrained, answer_format, parallel_calls
         )
-        return dataclasses.replace(call, ids=tokens(text + prefill))
+        assert isinstance(rendered, AnswerOrCall)
+        return rendered
 
     if messages[-1].role == "tool":
         conversation = _with_system(_with_tool_results_as_user_turn(messages), answer_format)
@@ -220,7 +219,7 @@ def render_prompt(
         answered=answered_calls(messages),
         tools=tuple(active_tools),
         said=conversation_text(messages),
-        call_after=call_after,
+        continued=continued,
     )
 
 
