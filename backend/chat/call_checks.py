@@ -31,14 +31,16 @@ from typing import Any
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall, ToolDefinition
 
 #: What the model is told of a call with made-up ``{values}``, in the exchange after which it
-#: decides again (``unfounded_exchange``).
+#: calls again (``unfounded_exchange``).
 UNFOUNDED_RESULT = (
     "error: {values} is not a value from this conversation (neither the user nor a tool "
-    "result gave it). Find the real value with another tool first, or answer without it."
+    "result gave it). First find the real value with another tool."
 )
 
 #: Parameter names that name an identifier, whose value must come from the conversation.
-IDENTIFIER_PARAMETER = re.compile(r"(?:^|_)(?i:id|ids|number|code|key)$|[a-z](?:Id|Ids|Number|Code|Key)$")
+IDENTIFIER_PARAMETER = re.compile(
+    r"(?:^|_)(?i:id|ids|number|code|key)$|[a-z](?:Id|Ids|Number|Code|Key)$"
+)
 
 #: A call as compared with others: the tool's name and its arguments as canonical JSON.
 CallKey = tuple[str, str]
@@ -104,7 +106,7 @@ class UnfoundedCall:
 
 def unfounded_exchange(unfounded: Sequence[UnfoundedCall]) -> list[ChatMessage]:
     """The calls with made-up values, and for each a result saying so: the model, shown this
-    after the conversation, decides again."""
+    after the conversation, calls again."""
     results = [
         ChatMessage(
             role="tool",

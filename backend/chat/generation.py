@@ -16,7 +16,7 @@ finds unneeded for the message are dropped and the message answered without tool
 A generated call is then reviewed (``backend.chat.call_checks``): calls repeating one the
 conversation answered, or one earlier in the same reply, are dropped; calls with a made-up
 argument are shown to the model as failed, in an exchange the client never sees, and the
-model decides once more between a call and an answer. When no call is left, or the model ends
+model calls once more. When no call is left, or the model ends
 its turn at once (an empty answer), the ``plain`` generation answers without tools.
 """
 
@@ -128,15 +128,11 @@ def _answer_or_call(
     held, unfounded = _review(events, prompt) if wanted else (None, [])
     if held is None and unfounded and prompt.continued:
         # Every call made up an argument: the model is shown those calls failing, as a tool
-        # would answer them, and decides again (once) between a call and an answer.
-        retry = dataclasses.replace(
-            prompt.continued(unfounded_exchange(unfounded)),
-            said=prompt.said,
-            plain=prompt.plain,
-            continued=None,
-        )
-        yield from _answer_or_call(engine, retry, params, stop, should_stop, None, logprobs)
-        return
+        # would answer them, and calls once more. (Let free to answer instead, it wrote
+        # advice on which tool to call: benchmarks/README.md, "Agents that chain tools".)
+        retry = prompt.continued(unfounded_exchange(unfounded)).call
+        retried = _Reading(engine, retry, stop, should_stop, logprobs).events(params)
+        held, _ = _review(list(retried), prompt)
     if held is None:
         yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
         return

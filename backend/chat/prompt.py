@@ -73,7 +73,8 @@ class AnswerOrCall:
     #: finding made-up arguments needs (``backend.chat.call_checks``).
     tools: tuple[ToolDefinition, ...] = ()
     said: str = ""
-    #: The same request with more messages at the end of its conversation.
+    #: The same request with more messages at the end of its conversation (whose ``call``
+    #: is generated after an exchange the client never sees, ``backend.chat.call_checks``).
     continued: Callable[[Sequence[ChatMessage]], AnswerOrCall] | None = None
 
     @property
