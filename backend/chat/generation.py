@@ -17,7 +17,8 @@ A generated call is then reviewed (``backend.chat.call_checks``): calls repeatin
 conversation answered, or one earlier in the same reply, are dropped; calls with a made-up
 argument are shown to the model as failed, in an exchange the client never sees, and the
 model calls once more. When no call is left, or the model ends
-its turn at once (an empty answer), the ``plain`` generation answers without tools.
+its turn at once (an empty answer) or starts writing a tool's result itself, the ``plain``
+generation answers without tools.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from backend.chat.call_checks import (
 )
 from backend.chat.output import OutputEvent, OutputProcessor, ToolCallsFound
 from backend.chat.prompt import AnswerOrCall, Generation, RenderedPrompt
-from backend.chat.tool_calls import opens_tool_call
+from backend.chat.tool_calls import TOOL_RESPONSE_OPEN, opens_tool_call
 from backend.chat.tool_need import calls_are_wanted
 from backend.engines.base import ChatEngine, SamplingParams
 from backend.protocol.schemas import TokenLogprob
@@ -106,14 +107,14 @@ def _answer_or_call(
             is_call = call_opened(opening)
             if is_call is not None or len(opening) >= OPENING_TOKENS:
                 break
-        if opening[:1] and opening[0] in engine.eos_token_ids:
-            is_call = False  # ended its turn at once: answered without tools below
+        if _no_answer(engine, opening):
+            is_call = False  # answered without tools below
         elif not is_call and not json_answers:
             yield from answer.read(itertools.chain(opening, free))
             return
     finally:
         free.close()
-    if opening[:1] and opening[0] in engine.eos_token_ids:
+    if _no_answer(engine, opening):
         yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
         return
     if not is_call:  # an answer in a response_format: generated again, held to the format
@@ -137,6 +138,18 @@ def _answer_or_call(
         yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
         return
     yield from held
+
+
+def _no_answer(engine: ChatEngine, opening: Sequence[int]) -> bool:
+    """Whether an answer that opens with ``opening`` says nothing: the turn ended at once, or
+    the model began writing a tool's result itself (``<tool_response>``, seen after results
+    rendered in the template's form)."""
+    if opening[:1] and opening[0] in engine.eos_token_ids:
+        return True
+    text = engine.tokenizer.decode(opening, skip_special_tokens=False).lstrip()  # type: ignore[attr-defined]
+    # The opening stops where the call is ruled out, which can be inside the tag ("<tool_r").
+    tag = TOOL_RESPONSE_OPEN
+    return len(text) > len("<tool_") and (text.startswith(tag) or tag.startswith(text))
 
 
 def _review(

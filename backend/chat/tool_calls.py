@@ -34,6 +34,9 @@ from backend.protocol.schemas import (
 )
 
 TOOL_CALL_OPEN = "<tool_call>"
+#: How the Qwen templates show a tool's result; an answer opening with it is the model
+#: making a result up.
+TOOL_RESPONSE_OPEN = "<tool_response>"
 #: Added to the system message where a constrained reply may hold several calls: the model's
 #: template asks for one call per ``<tool_call>`` tag, but ``call_constraint`` holds several
 #: calls to one array in one tag, so the model is told the format it is held to.
