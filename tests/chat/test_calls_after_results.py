@@ -1,0 +1,263 @@
+"""Calls after tool results, offline (issue 50): the tools stay offered after results and the
+model decides between another call and an answer; a call repeating an answered one (or one
+earlier in the same reply) is dropped; a call copying a value from a tool's description is
+shown to the model as failed and made again; an empty answer falls back to the plain answer.
+
+The engines are scripted by their prompt (``tests.agent_chain.PromptScriptedEngine``); the
+small profile has no tool-need check, so the review rules are tested alone.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from backend.chat.call_checks import COPIED_RESULT, answered_calls, call_key, copied_arguments
+from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall, ToolDefinition
+from backend.testing import offline_backend
+from tests.agent_chain import (
+    ANSWER,
+    EXAMPLE_ID,
+    GET_BALANCE_DESCRIPTION,
+    QUESTION,
+    TOOLS,
+    ChainEngine,
+    PromptScriptedEngine,
+    call_text,
+)
+from tests.chat.test_chat_pipeline import _fold_stream
+
+PLAIN_MARK = "Results of the tool calls"
+FOUND = "Jun Seo: customer id C-7781"
+FIND_JUN_SEO = ("find_customer", {"name": "Jun Seo"})
+BALANCE_OF_FOUND = ("get_balance", {"customer_id": "C-7781"})
+PLAIN_ANSWER = "Jun Seo's customer id is C-7781."
+
+
+def _after_find_customer(arguments: str = '{"name": "Jun Seo"}') -> list[dict]:
+    """The conversation after ``find_customer`` answered (called with ``arguments``)."""
+    call = {
+        "id": "call_1",
+        "type": "function",
+        "function": {"name": "find_customer", "arguments": arguments},
+    }
+    return [
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_1", "content": FOUND},
+    ]
+
+
+def _calls_then_plain(*calls: tuple[str, dict]) -> PromptScriptedEngine:
+    """Opens a call, writes ``calls`` when constrained, and answers ``PLAIN_ANSWER`` from the
+    plain prompt (results without tools)."""
+
+    def script(prompt: str, constrained: bool) -> str:
+        if PLAIN_MARK in prompt:
+            return PLAIN_ANSWER
+        return call_text(*calls) if constrained else "<tool_call>\n"
+
+    return PromptScriptedEngine(script)
+
+
+def _chat(engine, messages, stream=False):
+    """The reply's (content, [(name, arguments)]), non-streamed or folded from the stream."""
+    service = offline_backend(engine, profile="small")
+    body = {"model": "core-1-mini-chat", "messages": messages, "tools": TOOLS}
+    if stream:
+        content, calls, _, _ = _fold_stream(service.stream_chat({**body, "stream": True}))
+        return content or None, [(c["name"], json.loads(c["arguments"])) for c in calls]
+    message = service.chat(body).choices[0].message
+    calls = [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls or ()]
+    return message.content, calls
+
+
+def test_after_a_result_the_tools_stay_offered_and_a_new_call_comes_back():
+    engine = ChainEngine()
+    content, calls = _chat(engine, _after_find_customer())
+    assert (content, calls) == (None, [BALANCE_OF_FOUND])
+    free, constrained = engine.prompt_texts()
+    assert free.startswith("tools: find_customer,get_balance\n")  # offered again
+    assert f"tool: {FOUND}" in free and PLAIN_MARK not in free
+    assert engine.constraints[0] is None and engine.constraints[1] is not None
+    assert constrained.endswith("<tool_call>\n")
+
+
+def test_with_both_results_the_model_answers_from_the_prompt_with_tools():
+    engine = ChainEngine()
+    messages = _after_find_customer()
+    messages += [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {
+                    "id": "call_2",
+                    "type": "function",
+                    "function": {"name": "get_balance", "arguments": '{"customer_id": "C-7781"}'},
+                }
+            ],
+        },
+        {"role": "tool", "tool_call_id": "call_2", "content": "balance of C-7781: 1250 EUR"},
+    ]
+    assert _chat(engine, messages) == (ANSWER, [])
+    [free] = engine.prompt_texts()  # answered freely, generated once
+    assert free.startswith("tools: ")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["message", "stream"])
+@pytest.mark.parametrize(
+    "answered", ['{"name": "Jun Seo"}', '{ "name" :"Jun Seo" }'], ids=["same", "respaced"]
+)
+def test_a_call_repeating_an_answered_one_is_dropped_and_the_plain_prompt_answers(answered, stream):
+    engine = _calls_then_plain(FIND_JUN_SEO)
+    # the answered call's arguments spelled otherwise are the same call all the same
+    messages = _after_find_customer(answered)
+    assert _chat(engine, messages, stream) == (PLAIN_ANSWER, [])
+    *_, plain = engine.prompt_texts()
+    assert PLAIN_MARK in plain and FOUND in plain
+    assert not plain.startswith("tools:")  # answered without tools
+    assert engine.constraints[-1] is None
+
+
+def test_of_two_calls_the_repeated_one_is_dropped_and_the_other_kept():
+    engine = _calls_then_plain(FIND_JUN_SEO, BALANCE_OF_FOUND)
+    assert _chat(engine, _after_find_customer()) == (None, [BALANCE_OF_FOUND])
+    assert not any(PLAIN_MARK in p for p in engine.prompt_texts())
+
+
+def test_two_identical_calls_in_one_reply_become_one():
+    engine = _calls_then_plain(BALANCE_OF_FOUND, BALANCE_OF_FOUND)
+    assert _chat(engine, _after_find_customer()) == (None, [BALANCE_OF_FOUND])
+    engine = _calls_then_plain(FIND_JUN_SEO, FIND_JUN_SEO)  # and first, before any result
+    assert _chat(engine, [{"role": "user", "content": QUESTION}]) == (None, [FIND_JUN_SEO])
+
+
+def _copying_then_looking_up(prompt: str, constrained: bool) -> str:
+    """Copies the description's example id, unless shown that this fails."""
+    if not constrained:
+        return "<tool_call>\n"
+    if COPIED_RESULT.format(values=EXAMPLE_ID) in prompt:
+        return call_text(FIND_JUN_SEO)
+    return call_text(("get_balance", {"customer_id": EXAMPLE_ID}))
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["message", "stream"])
+def test_a_call_copying_the_descriptions_example_is_made_again_after_the_error(stream):
+    engine = PromptScriptedEngine(_copying_then_looking_up)
+    messages = [{"role": "user", "content": QUESTION}]
+    assert _chat(engine, messages, stream) == (None, [FIND_JUN_SEO])
+    free, copying, retry = engine.prompt_texts()
+    assert COPIED_RESULT.format(values=EXAMPLE_ID) not in copying
+    # the internal exchange: the copying call, answered with the error, then a new call
+    assert f"tool: {COPIED_RESULT.format(values=EXAMPLE_ID)}" in retry
+    assert retry.startswith("tools: ") and retry.endswith("<tool_call>\n")
+    assert engine.constraints[2] is not None
+
+
+def test_a_value_the_user_gave_is_kept_even_if_the_description_shows_it():
+    engine = PromptScriptedEngine(_copying_then_looking_up)
+    messages = [{"role": "user", "content": f"What is the balance of customer {EXAMPLE_ID}?"}]
+    assert _chat(engine, messages) == (None, [("get_balance", {"customer_id": EXAMPLE_ID})])
+    assert len(engine.prompts) == 2  # no retry
+
+
+def test_a_retry_that_copies_again_is_answered_without_tools():
+    def always_copying(prompt: str, constrained: bool) -> str:
+        if PLAIN_MARK in prompt or not prompt.startswith("tools:"):
+            return "I need the customer's id first."
+        return (
+            call_text(("get_balance", {"customer_id": EXAMPLE_ID}))
+            if constrained
+            else "<tool_call>"
+        )
+
+    engine = PromptScriptedEngine(always_copying)
+    assert _chat(engine, [{"role": "user", "content": QUESTION}]) == (
+        "I need the customer's id first.",
+        [],
+    )
+    assert len(engine.prompts) == 4  # free, call, retry, plain
+    assert not engine.prompt_texts()[-1].startswith("tools:")
+
+
+@pytest.mark.parametrize("stream", [False, True], ids=["message", "stream"])
+def test_an_empty_first_answer_gives_the_plain_answer(stream):
+    def ends_at_once(prompt: str, constrained: bool) -> str:
+        return PLAIN_ANSWER if PLAIN_MARK in prompt else ""
+
+    engine = PromptScriptedEngine(ends_at_once)
+    assert _chat(engine, _after_find_customer(), stream) == (PLAIN_ANSWER, [])
+    free, plain = engine.prompt_texts()
+    assert free.startswith("tools: ") and PLAIN_MARK in plain
+    assert engine.constraints == [None, None]
+
+
+# ---------------------------------------------------------------- the checks themselves
+
+
+def test_call_key_ignores_key_order_and_spacing():
+    assert call_key("f", '{"a": 1, "b": [1, 2]}') == call_key("f", '{ "b":[1,2],"a":1 }')
+    assert call_key("f", '{"a": 1}') != call_key("g", '{"a": 1}')
+    assert call_key("f", '{"a": 1}') != call_key("f", '{"a": "1"}')
+    assert call_key("f", "not json") == ("f", '"not json"')  # compared as the text it is
+
+
+def test_answered_calls_counts_only_calls_with_a_result():
+    calls = [
+        ToolCall(id=f"call_{i}", function=FunctionCall(name="f", arguments=f'{{"n": {i}}}'))
+        for i in (1, 2)
+    ]
+    messages = [
+        ChatMessage(role="user", content="go"),
+        ChatMessage(role="assistant", content=None, tool_calls=calls),
+        ChatMessage(role="tool", tool_call_id="call_2", content="two"),
+    ]
+    assert answered_calls(messages) == {call_key("f", '{"n":2}')}
+    assert answered_calls(messages[:2]) == frozenset()
+
+
+def _copied(arguments: dict, said: str = "", description: str = GET_BALANCE_DESCRIPTION):
+    tool = ToolDefinition.model_validate(
+        {**TOOLS[1], "function": {**TOOLS[1]["function"], "description": description}}
+    )
+    call = FunctionCall(name="get_balance", arguments=json.dumps(arguments, ensure_ascii=False))
+    return copied_arguments(call, [tool], said.casefold())
+
+
+def test_copied_arguments_are_values_with_a_digit_from_a_description_and_no_message():
+    assert _copied({"customer_id": EXAMPLE_ID}) == [EXAMPLE_ID]
+    assert _copied({"customer_id": "c-1234 "}) == ["c-1234 "]  # case and spaces aside
+    assert _copied({"customer_id": EXAMPLE_ID}, said=f"balance of {EXAMPLE_ID}?") == []
+    assert _copied({"customer_id": "C-7781"}) == []  # not in the description
+
+
+def test_values_without_a_digit_named_by_a_description_are_kept():
+    description = "Balance in a currency: euro or dollar."
+    assert _copied({"customer_id": "euro"}, description=description) == []
+
+
+def test_copied_values_are_found_in_nested_arguments():
+    nested = {"filter": {"ids": ["C-7781", EXAMPLE_ID]}, "page": 2}
+    assert _copied(nested) == [EXAMPLE_ID]
+
+
+def test_copied_values_are_found_in_non_ascii_descriptions_and_parameters():
+    korean = "고객 번호로 잔액을 조회합니다 (예: 고객-0042)."
+    assert _copied({"customer_id": "고객-0042"}, description=korean) == ["고객-0042"]
+    # the parameters' own descriptions count too, compared as written (not \u-escaped)
+    tool = ToolDefinition.model_validate(
+        {
+            "type": "function",
+            "function": {
+                "name": "kontostand",
+                "parameters": {
+                    "type": "object",
+                    "properties": {"kunde": {"type": "string", "description": "z. B. KÜ-77"}},
+                },
+            },
+        }
+    )
+    call = FunctionCall(name="kontostand", arguments='{"kunde": "kü-77"}')
+    assert copied_arguments(call, [tool], "") == ["kü-77"]
