@@ -170,6 +170,12 @@ def render_prompt(
         )
     conversation = _with_system([_template_message(m) for m in messages], answer_format)
     active_tools = list(tools or ()) if tool_choice != "none" else []
+    if not constrained and messages[-1].role == "tool" and tool_choice in (None, "auto"):
+        # Calls parsed from free text are not reviewed (``backend.chat.call_checks`` needs
+        # the call generated apart): without it the small models repeat the call they just
+        # made, so such an engine answers from the results, without tools.
+        conversation = _with_system(_with_tool_results_as_user_turn(messages), answer_format)
+        active_tools = []
     template_tools = [t.model_dump(exclude_none=True) for t in active_tools] or None
     parallel_calls = several_calls_allowed(parallel_calls, tool_choice)
     text = tokenizer.apply_chat_template(

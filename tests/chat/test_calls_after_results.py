@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from backend.chat.call_checks import COPIED_RESULT, answered_calls, call_key, copied_arguments
+from backend.chat.call_checks import UNFOUNDED_RESULT, answered_calls, call_key, unfounded_arguments
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall, ToolDefinition
 from backend.testing import offline_backend
 from tests.agent_chain import (
@@ -138,7 +138,7 @@ def _copying_then_looking_up(prompt: str, constrained: bool) -> str:
     """Copies the description's example id, unless shown that this fails."""
     if not constrained:
         return "<tool_call>\n"
-    if COPIED_RESULT.format(values=EXAMPLE_ID) in prompt:
+    if UNFOUNDED_RESULT.format(values=EXAMPLE_ID) in prompt:
         return call_text(FIND_JUN_SEO)
     return call_text(("get_balance", {"customer_id": EXAMPLE_ID}))
 
@@ -149,9 +149,9 @@ def test_a_call_copying_the_descriptions_example_is_made_again_after_the_error(s
     messages = [{"role": "user", "content": QUESTION}]
     assert _chat(engine, messages, stream) == (None, [FIND_JUN_SEO])
     free, copying, retry = engine.prompt_texts()
-    assert COPIED_RESULT.format(values=EXAMPLE_ID) not in copying
+    assert UNFOUNDED_RESULT.format(values=EXAMPLE_ID) not in copying
     # the internal exchange: the copying call, answered with the error, then a new call
-    assert f"tool: {COPIED_RESULT.format(values=EXAMPLE_ID)}" in retry
+    assert f"tool: {UNFOUNDED_RESULT.format(values=EXAMPLE_ID)}" in retry
     assert retry.startswith("tools: ") and retry.endswith("<tool_call>\n")
     assert engine.constraints[2] is not None
 
@@ -223,14 +223,23 @@ def _copied(arguments: dict, said: str = "", description: str = GET_BALANCE_DESC
         {**TOOLS[1], "function": {**TOOLS[1]["function"], "description": description}}
     )
     call = FunctionCall(name="get_balance", arguments=json.dumps(arguments, ensure_ascii=False))
-    return copied_arguments(call, [tool], said.casefold())
+    return unfounded_arguments(call, [tool], said.casefold())
 
 
-def test_copied_arguments_are_values_with_a_digit_from_a_description_and_no_message():
+def test_unfounded_arguments_are_values_with_a_digit_from_a_description_and_no_message():
     assert _copied({"customer_id": EXAMPLE_ID}) == [EXAMPLE_ID]
     assert _copied({"customer_id": "c-1234 "}) == ["c-1234 "]  # case and spaces aside
     assert _copied({"customer_id": EXAMPLE_ID}, said=f"balance of {EXAMPLE_ID}?") == []
-    assert _copied({"customer_id": "C-7781"}) == []  # not in the description
+    assert _copied({"note": "C-7781"}) == []  # neither in a description nor an id
+
+
+def test_a_made_up_value_of_an_identifier_parameter_is_unfounded_though_not_described():
+    for parameter in ("customer_id", "id", "orderId", "train_number", "zip_code", "api_key"):
+        assert _copied({parameter: "X-555"}) == ["X-555"], parameter
+    assert _copied({"customer_id": "X-555"}, said="customer x-555, please") == []
+    assert _copied({"customer_id": "Jun Seo"}) == []  # no digit: a name, not a made-up id
+    for parameter in ("warehouse", "valid", "paid", "hybrid", "title"):
+        assert _copied({parameter: "X-555"}) == [], parameter
 
 
 def test_values_without_a_digit_named_by_a_description_are_kept():
@@ -239,7 +248,7 @@ def test_values_without_a_digit_named_by_a_description_are_kept():
 
 
 def test_copied_values_are_found_in_nested_arguments():
-    nested = {"filter": {"ids": ["C-7781", EXAMPLE_ID]}, "page": 2}
+    nested = {"filter": {"refs": ["C-7781", EXAMPLE_ID]}, "page": 2}
     assert _copied(nested) == [EXAMPLE_ID]
 
 
@@ -260,4 +269,4 @@ def test_copied_values_are_found_in_non_ascii_descriptions_and_parameters():
         }
     )
     call = FunctionCall(name="kontostand", arguments='{"kunde": "kü-77"}')
-    assert copied_arguments(call, [tool], "") == ["kü-77"]
+    assert unfounded_arguments(call, [tool], "") == ["kü-77"]

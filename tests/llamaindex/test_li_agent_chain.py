@@ -65,15 +65,9 @@ async def test_the_agent_chains_two_dependent_calls_and_answers():
     ]
 
 
-#: The small-model test was written while the CPU was taken by a benchmark: not run yet.
-NOT_RUN = pytest.mark.skip(
-    reason="not yet run on the small model: run it 3 times and settle what it asserts "
-    "before enabling it"
-)
 
 
 @pytest.mark.model
-@NOT_RUN
 async def test_on_the_small_model_the_agent_answers_from_a_result_without_repeating_it(
     small_backend,
 ):

@@ -95,15 +95,9 @@ def test_the_sdk_loop_chains_two_dependent_calls_and_answers(chain_server, strea
     assert answer == ANSWER
 
 
-#: The small-model test was written while the CPU was taken by a benchmark: not run yet.
-NOT_RUN = pytest.mark.skip(
-    reason="not yet run on the small model: run it 3 times and settle what it asserts "
-    "before enabling it"
-)
 
 
 @pytest.mark.model
-@NOT_RUN
 def test_on_the_small_model_the_sdk_loop_answers_from_a_result_without_repeating_it(real_server):
     rounds, answer = _loop(real_server)
     calls = [call for r in rounds for call in r]
