@@ -107,14 +107,15 @@ def _answer_or_call(
             is_call = call_opened(opening)
             if is_call is not None or len(opening) >= OPENING_TOKENS:
                 break
-        if _no_answer(engine, opening):
+        says_nothing = _no_answer(engine, opening)
+        if says_nothing:
             is_call = False  # answered without tools below
         elif not is_call and not json_answers:
             yield from answer.read(itertools.chain(opening, free))
             return
     finally:
         free.close()
-    if _no_answer(engine, opening):
+    if says_nothing:
         yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
         return
     if not is_call:  # an answer in a response_format: generated again, held to the format
