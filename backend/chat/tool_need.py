@@ -8,8 +8,11 @@ model is asked whether replying to the message needs that tool, and P(yes) is re
 answered without tools. A reply of several calls is kept whole when any of its tools is found
 needed, and dropped whole otherwise (``calls_are_wanted``): the question is about a tool, not
 a call's arguments, and a reply cut to some of its calls would carry out part of a plan the
-model made as one. The 0.5B model's readings all sit near 0.5, so its profile has no
-check (the readings measured are in benchmarks/README.md).
+model made as one. The threshold is chosen by cross-validation over our own cases
+(``benchmarks/eval/tool_need_choice.py``): messages whose related tool does not answer them
+read close to those it does, so it sits midway between the nearest readings of the two. The
+0.5B model's readings all sit near 0.5, so its profile has no check (the readings measured
+are in benchmarks/README.md).
 """
 
 from __future__ import annotations
@@ -22,7 +25,7 @@ from backend.engines.base import ChatEngine
 
 #: P(yes) below which a call that ``tool_choice: auto`` generated is dropped as unwanted, per
 #: model profile; None: no check.
-TOOL_NEED_THRESHOLDS: dict[str, float | None] = {"default": 0.4, "small": None}
+TOOL_NEED_THRESHOLDS: dict[str, float | None] = {"default": 0.55, "small": None}
 
 SYSTEM = "You are a helpful assistant. Answer yes or no."
 QUESTION = (

@@ -1,0 +1,75 @@
+"""Choosing the tool-need check's question and threshold from ``benchmarks.eval.tool_need``'s
+readings, by cross-validation: in each of five folds (stratified by whether a tool is needed)
+the threshold with the best balanced accuracy on the other four folds is applied to the fold.
+
+    python -m benchmarks.eval.tool_need_choice benchmarks/eval/results-tool-need-default.jsonl
+
+A case counts as right when the reply ends with a call exactly when a tool is needed: a reply
+the model made without a call is right for a message that needs none whatever the check reads.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import numpy as np
+
+FOLDS = 5
+
+
+def outcomes(rows: list[dict], question: str, threshold: float) -> np.ndarray:
+    """Whether each case ends right with the check at ``threshold`` on ``question``."""
+    kept = [bool(r["called"]) and r[question] >= threshold for r in rows]
+    return np.array([k == r["needed"] for k, r in zip(kept, rows, strict=True)])
+
+
+def balanced(rows: list[dict], right: np.ndarray) -> float:
+    needed = np.array([r["needed"] for r in rows])
+    return float((right[needed].mean() + right[~needed].mean()) / 2)
+
+
+def best_threshold(rows: list[dict], question: str) -> float:
+    candidates = sorted({0.0} | {r[question] + 1e-9 for r in rows if r["called"]})
+    return max(candidates, key=lambda t: (balanced(rows, outcomes(rows, question, t)), -t))
+
+
+def folds(rows: list[dict]) -> list[list[int]]:
+    """Round-robin over each class in file order: a fixed split, no seed."""
+    assigned: list[list[int]] = [[] for _ in range(FOLDS)]
+    for label in (True, False):
+        for n, i in enumerate(i for i, r in enumerate(rows) if r["needed"] is label):
+            assigned[n % FOLDS].append(i)
+    return assigned
+
+
+def cross_validated(rows: list[dict], question: str) -> tuple[float, float, list[float]]:
+    """(accuracy, balanced accuracy) over the folds' held-out cases, and the thresholds."""
+    right = np.zeros(len(rows), dtype=bool)
+    chosen = []
+    for fold in folds(rows):
+        train = [r for i, r in enumerate(rows) if i not in fold]
+        threshold = best_threshold(train, question)
+        chosen.append(round(threshold, 3))
+        test = [rows[i] for i in fold]
+        right[fold] = outcomes(test, question, threshold)
+    return float(right.mean()), balanced(rows, right), chosen
+
+
+def main() -> None:
+    rows = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")]
+    questions = [k for k in rows[0] if k not in ("id", "language", "needed", "called")]
+    needed = sum(r["needed"] for r in rows)
+    print(f"{len(rows)} cases, {needed} need a tool; no check: "
+          f"{outcomes(rows, questions[0], 0.0).mean():.3f} right")
+    for question in questions:
+        current = outcomes(rows, question, 0.4)
+        accuracy, balanced_accuracy, chosen = cross_validated(rows, question)
+        whole = best_threshold(rows, question)
+        print(f"{question}: at 0.4 {current.mean():.3f} (balanced {balanced(rows, current):.3f}); "
+              f"cross-validated {accuracy:.3f} (balanced {balanced_accuracy:.3f}), fold thresholds "
+              f"{chosen}; on all rows {whole:.3f}")
+
+
+if __name__ == "__main__":
+    main()
