@@ -1,12 +1,15 @@
 """Agent tasks through real agent loops on the in-process chat model (issue 50).
 
-Runs ``tasks.jsonl`` through LangChain's ``create_agent``, LlamaIndex's ``FunctionAgent`` and
-an OpenAI-SDK-style loop, all on one in-process backend (the model loads once), writes
-``benchmarks/agents/results-<label>-<profile>-<framework>.json`` (one row per task) and
-prints each framework's success by kind group, repeated calls, limits reached and seconds.
+Runs ``tasks.jsonl`` (``--tasks heldout``: ``tasks_heldout.jsonl``) through LangChain's
+``create_agent``, LlamaIndex's ``FunctionAgent`` and an OpenAI-SDK-style loop, all on one
+in-process backend (the model loads once), writes
+``benchmarks/agents/results-<label>-<profile>-<framework>.json`` (one row per task; the
+held-out set's label starts ``heldout-``) and prints each framework's success by kind group,
+repeated calls, limits reached and seconds.
 
     CORE_MODEL_PROFILE=small python -m benchmarks.agents --profile small --limit 3
     python -m benchmarks.agents --framework langchain,openai --kinds two_step,three_step
+    python -m benchmarks.agents --tasks heldout --framework langchain --label final
 """
 
 from __future__ import annotations
@@ -20,7 +23,14 @@ from tqdm import tqdm
 
 from backend.protocol.errors import CoreError
 from benchmarks.agents.runners import RUNNERS, RecordingBackend, Run
-from benchmarks.agents.scoring import KINDS, Transcript, load_tasks, score, summarise
+from benchmarks.agents.scoring import (
+    KINDS,
+    TASK_SETS,
+    Transcript,
+    load_tasks,
+    score,
+    summarise,
+)
 
 HERE = Path(__file__).resolve().parent
 
@@ -28,6 +38,12 @@ HERE = Path(__file__).resolve().parent
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--framework", default="langchain,llamaindex,openai")
+    parser.add_argument(
+        "--tasks",
+        default="dev",
+        choices=sorted(TASK_SETS),
+        help="dev: tasks.jsonl (the rules were tuned on it); heldout: tasks_heldout.jsonl",
+    )
     parser.add_argument("--profile", default="default", choices=["default", "small"])
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--limit", type=int, default=None, help="first N tasks (after --kinds)")
@@ -100,6 +116,14 @@ def table(framework: str, rows: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def results_label(args: argparse.Namespace) -> str:
+    """The label in the results file's name: a held-out run's starts ``heldout-``, so it is never
+    mistaken for (or written over) a development run of the same label."""
+    if args.tasks == "dev" or args.label.startswith(f"{args.tasks}-"):
+        return args.label
+    return f"{args.tasks}-{args.label}"
+
+
 def main() -> None:
     args = parse_args()
     frameworks = [name.strip() for name in args.framework.split(",") if name.strip()]
@@ -109,7 +133,8 @@ def main() -> None:
     kinds = {kind.strip() for kind in args.kinds.split(",")}
     if kinds - set(KINDS):
         raise SystemExit(f"unknown kind(s) {sorted(kinds - set(KINDS))}; use {', '.join(KINDS)}")
-    tasks = [task for task in load_tasks() if task["kind"] in kinds][: args.limit]
+    tasks = [task for task in load_tasks(TASK_SETS[args.tasks]) if task["kind"] in kinds]
+    tasks = tasks[: args.limit]
 
     import backend as core
 
@@ -117,7 +142,7 @@ def main() -> None:
         shared = RecordingBackend(inner)
         for framework in frameworks:
             rows = run_framework(framework, tasks, shared, args)
-            path = HERE / f"results-{args.label}-{args.profile}-{framework}.json"
+            path = HERE / f"results-{results_label(args)}-{args.profile}-{framework}.json"
             meta = {k: v for k, v in vars(args).items() if k != "framework"}
             payload = {"framework": framework, **meta, "rows": rows}
             path.write_text(json.dumps(payload, ensure_ascii=False, indent=1) + "\n")

@@ -9,6 +9,7 @@ import pytest
 from benchmarks.agents import world
 from benchmarks.agents.scoring import (
     KINDS,
+    TASK_SETS,
     Transcript,
     answer_has,
     contains,
@@ -18,16 +19,36 @@ from benchmarks.agents.scoring import (
     summarise,
 )
 
-TASKS = load_tasks()
-MINIMUM_PER_KIND = {
-    "one_step": 10,
-    "two_step": 10,
-    "three_step": 6,
-    "parallel": 6,
-    "tool_error": 5,
-    "no_tool": 6,
-    "immediate": 5,
+SETS = {name: load_tasks(path) for name, path in TASK_SETS.items()}
+#: Each set's size and its least count per kind: the held-out set is about half the dev set,
+#: in the same proportions.
+MINIMUM = {
+    "dev": (
+        48,
+        {
+            "one_step": 10,
+            "two_step": 10,
+            "three_step": 6,
+            "parallel": 6,
+            "tool_error": 5,
+            "no_tool": 6,
+            "immediate": 5,
+        },
+    ),
+    "heldout": (
+        24,
+        {
+            "one_step": 5,
+            "two_step": 5,
+            "three_step": 3,
+            "parallel": 3,
+            "tool_error": 3,
+            "no_tool": 3,
+            "immediate": 2,
+        },
+    ),
 }
+ALL_TASKS = [t for tasks in SETS.values() for t in tasks]
 
 
 def task(kind: str = "one_step", expect: list | None = None) -> dict:
@@ -136,10 +157,12 @@ def test_summary_groups_kinds_as_issue_50_asks():
 # ------------------------------------------------------------------------- the task set
 
 
-def test_tasks_are_well_formed():
-    ids = [t["id"] for t in TASKS]
-    assert len(ids) == len(set(ids)) >= 48
-    for t in TASKS:
+@pytest.mark.parametrize("name", sorted(SETS))
+def test_tasks_are_well_formed(name):
+    tasks = SETS[name]
+    ids = [t["id"] for t in tasks]
+    assert len(ids) == len(set(ids)) >= MINIMUM[name][0]
+    for t in tasks:
         assert t["kind"] in KINDS and t["lang"] in {"en", "ko", "ja"}, t["id"]
         assert t["question"].strip(), t["id"]
         assert 4 <= len(t["tools"]) <= 6 and len(set(t["tools"])) == len(t["tools"]), t["id"]
@@ -153,16 +176,30 @@ def test_tasks_are_well_formed():
             assert t["expect"] and 1 <= t["steps"] <= len(t["solution"]), t["id"]
 
 
-def test_every_kind_and_language_is_represented():
-    kinds = Counter(t["kind"] for t in TASKS)
-    for kind, minimum in MINIMUM_PER_KIND.items():
+@pytest.mark.parametrize("name", sorted(SETS))
+def test_every_kind_and_language_is_represented(name):
+    tasks = SETS[name]
+    kinds = Counter(t["kind"] for t in tasks)
+    for kind, minimum in MINIMUM[name][1].items():
         assert kinds[kind] >= minimum, kind
-    languages = Counter(t["lang"] for t in TASKS)
-    assert languages["en"] > languages["ko"] >= 0.15 * len(TASKS)
-    assert languages["ja"] >= 0.15 * len(TASKS)
+    languages = Counter(t["lang"] for t in tasks)
+    assert languages["en"] > languages["ko"] >= 0.15 * len(tasks)
+    assert languages["ja"] >= 0.15 * len(tasks)
 
 
-@pytest.mark.parametrize("t", [t for t in TASKS if t["kind"] != "no_tool"], ids=lambda t: t["id"])
+def test_the_held_out_set_shares_no_id_and_no_question_with_the_dev_set():
+    def question(t):
+        return " ".join(t["question"].casefold().split())
+
+    dev, heldout = SETS["dev"], SETS["heldout"]
+    assert all(t["id"].startswith("ho-") for t in heldout)
+    assert {t["id"] for t in dev}.isdisjoint(t["id"] for t in heldout)
+    assert {question(t) for t in dev}.isdisjoint(question(t) for t in heldout)
+
+
+@pytest.mark.parametrize(
+    "t", [t for t in ALL_TASKS if t["kind"] != "no_tool"], ids=lambda t: t["id"]
+)
 def test_the_expected_answer_is_reachable_through_the_tools(t):
     results = [world.call(call["name"], call["args"]) for call in t["solution"]]
     assert answer_has("\n".join(results), t["expect"]), results
@@ -191,3 +228,24 @@ def test_tools_answer_bad_calls_with_text_not_exceptions():
 )
 def test_every_tool_can_be_offered_to_every_loop(builder):
     assert len(builder(list(world.TOOLS))) == len(world.TOOLS)
+
+
+@pytest.mark.parametrize(
+    ("argv", "tasks", "label"),
+    [
+        ([], "dev", "run"),
+        (["--label", "dev4"], "dev", "dev4"),
+        (["--tasks", "heldout", "--label", "final"], "heldout", "heldout-final"),
+        (["--tasks", "heldout", "--label", "heldout-final"], "heldout", "heldout-final"),
+    ],
+)
+def test_the_held_out_set_is_chosen_by_option_and_named_apart(monkeypatch, argv, tasks, label):
+    from benchmarks.agents.__main__ import parse_args, results_label
+
+    monkeypatch.setattr("sys.argv", ["benchmarks.agents", *argv])
+    args = parse_args()
+    assert (args.tasks, results_label(args)) == (tasks, label)
+    assert (
+        TASK_SETS[args.tasks].name
+        == {"dev": "tasks.jsonl", "heldout": "tasks_heldout.jsonl"}[tasks]
+    )
