@@ -245,6 +245,11 @@ def call_prefill(tool_choice: ToolChoice | None, constrained: bool) -> str:
     return f'{TOOL_CALL_OPEN}\n{{"name": {name}, "arguments":'
 
 
+#: Calls in one constrained reply: more than a request of our sets asks for, and a bound on a
+#: model listing invented calls without end (``backend.engines.json_bounds``).
+MAX_CALLS = 16
+
+
 def call_constraint(
     tools: Sequence[ToolDefinition], parallel: bool = False
 ) -> JSONSchemaConstraint:
@@ -260,9 +265,10 @@ def call_constraint(
         raise ValueError("a tool-call constraint needs at least one tool")
     alternatives = [_call_schema(tool) for tool in tools]
     schema = alternatives[0] if len(alternatives) == 1 else {"anyOf": alternatives}
-    if parallel:
-        schema = {"type": "array", "items": schema, "minItems": 1}
-    return JSONSchemaConstraint(json.dumps(schema, ensure_ascii=False))
+    if not parallel:
+        return JSONSchemaConstraint(json.dumps(schema, ensure_ascii=False))
+    schema = {"type": "array", "items": schema, "minItems": 1}
+    return JSONSchemaConstraint(json.dumps(schema, ensure_ascii=False), items=MAX_CALLS)
 
 
 def _call_schema(tool: ToolDefinition) -> dict[str, Any]:

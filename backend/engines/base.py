@@ -11,7 +11,7 @@ from __future__ import annotations
 import abc
 import json
 from collections.abc import Callable, Generator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -26,12 +26,14 @@ class JSONSchemaConstraint:
     written in the order the output must follow. ``strict``: objects hold only the properties
     the schema names (OpenAI's strict mode); off, ``{"type": "object"}`` is any object.
     ``indent``: the output is laid out with this many spaces per level, a member per line;
-    None: on one line.
+    None: on one line. ``items``: a top-level array of objects is closed once it has this
+    many (``JSONBounds.items``).
     """
 
     schema_json: str
     strict: bool = True
     indent: int | None = None
+    items: int | None = None
 
     @property
     def schema(self) -> dict:
@@ -40,7 +42,7 @@ class JSONSchemaConstraint:
     @property
     def bounds(self) -> JSONBounds:
         """How long the output may run before it is made to end (``json_bounds``)."""
-        return JSONBounds.for_schema(self.schema)
+        return replace(JSONBounds.for_schema(self.schema), items=self.items)
 
 
 @dataclass(frozen=True)

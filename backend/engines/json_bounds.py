@@ -14,6 +14,10 @@ has these bounds, in characters of the generated JSON text:
 - once the whole value has run ``total_chars``, it is wound up: each next token closes the
   open string, array or object where the grammar allows, else ends the scalar being written,
   so the remaining required members get the shortest values the schema allows;
+- so is an array of calls that has ``items`` objects, where the constraint sets it
+  (``call_constraint``): a model inventing values can list calls without end, each different
+  (the 1.5B model called ``cell_divide`` for cell "1", "2", "3"... when asked for a restaurant,
+  about 2,500 tokens until ``total_chars``: benchmarks/README.md);
 - so is a value that repeats itself outside strings: items or members written again and
   again, the text before a comma ending in ``VALUE_REPEAT_COPIES`` copies of a piece of
   ``VALUE_REPEAT_PIECE`` bytes or more, ``VALUE_REPEAT_BYTES`` or more together (a 0.5B model
@@ -68,6 +72,8 @@ _STRUCTURE_BYTES = frozenset(b"{}[],: \t\n\r")
 class JSONBounds:
     string_chars: int = STRING_CHARS
     total_chars: int = TOTAL_CHARS
+    #: Objects closed directly inside a top-level array before it is wound up; None: no bound.
+    items: int | None = None
 
     @classmethod
     def for_schema(cls, schema: Any) -> JSONBounds:
@@ -113,6 +119,7 @@ class JSONScanner:
         self.name_next = False  # the next string opened is a member's name
         self.in_name = False  # the open string is a member's name
         self.strings_opened = 0  # how many strings have been opened so far
+        self.items_closed = 0  # objects closed directly inside a top-level array
 
     def feed(self, data: bytes) -> JSONScanner:
         for byte in data:
@@ -164,7 +171,9 @@ class JSONScanner:
             self.name_next = byte == _OBJECT
         elif byte in _CLOSERS:
             if self._containers:
-                self._containers.pop()
+                closed = self._containers.pop()
+                if closed == _OBJECT and self._containers == b"[":
+                    self.items_closed += 1
             self.name_next = False
         elif byte == _COMMA:
             self.name_next = bool(self._containers) and self._containers[-1] == _OBJECT
@@ -183,7 +192,12 @@ class JSONScanner:
 
     @property
     def winding_up(self) -> bool:
-        return self.total_chars >= self.bounds.total_chars or self.value_repeating
+        items = self.bounds.items
+        return (
+            self.total_chars >= self.bounds.total_chars
+            or self.value_repeating
+            or (items is not None and self.items_closed >= items)
+        )
 
 
 def _ends_in_a_loop(

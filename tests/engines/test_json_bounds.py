@@ -158,7 +158,12 @@ def _masks(tokenizer):
 
 
 def _decode_greedily(
-    tokenizer, schema: dict, favourite: str | list[str], limit: int, cycle: bool = False
+    tokenizer,
+    schema: dict,
+    favourite: str | list[str],
+    limit: int,
+    cycle: bool = False,
+    items: int | None = None,
 ) -> tuple[str, bool]:
     """Masked greedy decoding by a "model" that always likes ``favourite`` best (one of a list,
     drawn afresh at each step: text that never repeats itself; with ``cycle``, the list's in
@@ -171,7 +176,7 @@ def _decode_greedily(
 
     eos = {tokenizer.convert_tokens_to_ids("<|im_end|>")}
     vocab_size = len(tokenizer)
-    mask = _masks(tokenizer).start(JSONSchemaConstraint(json.dumps(schema)))
+    mask = _masks(tokenizer).start(JSONSchemaConstraint(json.dumps(schema), items=items))
     favourites = favourite if isinstance(favourite, list) else [favourite]
     liked = [tokenizer.encode(f, add_special_tokens=False)[0] for f in favourites]
     draw = random.Random(0)
@@ -286,6 +291,35 @@ def test_an_endless_array_is_wound_up_at_the_total_bound(tokenizer):
     value = json.loads(text)
     assert set(value["n"]) == {1} and value["m"] == []
     assert len(text) < TOTAL_CHARS + 30
+
+
+def test_objects_in_the_top_level_array_are_counted_and_wind_it_up_at_its_bound():
+    calls = '[{"name": "f", "arguments": {"x": [{"a": 1}, {"a": 2}]}}, {"name": "f", '
+    scanner = JSONScanner(JSONBounds(items=2)).feed(calls.encode())
+    assert scanner.items_closed == 1 and not scanner.winding_up  # nested objects not counted
+    scanner.feed(b'"arguments": {}}')
+    assert scanner.items_closed == 2 and scanner.winding_up and scanner.reached
+    assert not JSONScanner(JSONBounds()).feed(calls.encode() + b'"arguments": {}}').winding_up
+
+
+def test_an_array_of_calls_listed_without_end_is_closed_at_its_items(tokenizer):
+    digit = {"type": "integer", "minimum": 0, "maximum": 9}
+    call = {"type": "object", "properties": {"a": digit}, "required": ["a"]}
+    schema = {"type": "array", "items": call, "minItems": 1}
+    text, ended = _decode_greedily(tokenizer, schema, "1", limit=200)
+    assert not ended and text.count("{") > 5  # the "model" lists calls without end
+    text, ended = _decode_greedily(tokenizer, schema, "1", limit=200, items=3)
+    assert ended and json.loads(text) == [{"a": 1}] * 3
+
+
+def test_the_parallel_call_constraint_bounds_its_calls():
+    from backend.chat.tool_calls import MAX_CALLS, call_constraint
+    from backend.protocol.schemas import ToolDefinition
+
+    function = {"name": "f", "parameters": {"type": "object", "properties": {}}}
+    tool = ToolDefinition.model_validate({"type": "function", "function": function})
+    assert call_constraint([tool], parallel=True).bounds.items == MAX_CALLS
+    assert call_constraint([tool]).bounds.items is None
 
 
 def test_short_output_is_not_narrowed(tokenizer):
