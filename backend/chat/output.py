@@ -18,7 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
-from backend.chat.tool_calls import opens_tool_call, parse_tool_calls
+from backend.chat.tool_calls import MAX_CALLS, opens_tool_call, parse_tool_calls
 from backend.engines.json_bounds import JSONBounds, reached_bound
 from backend.protocol.schemas import FinishReason, TokenLogprob, ToolCall
 
@@ -195,7 +195,10 @@ class OutputProcessor:
                 self._prefill + self._text, self._tool_names, self._parallel_calls
             )
             if parsed.tool_calls:
-                events.append(ToolCallsFound(parsed.tool_calls, self._entries_until(end)))
+                # A call array wound up at its bound can hold one call more, written as short
+                # as the schema allows, when the token that closed the last call opened it.
+                calls = parsed.tool_calls[:MAX_CALLS]
+                events.append(ToolCallsFound(calls, self._entries_until(end)))
                 self._emitted = end
             self._holding_for_tools = False
         if self._emitted < end:

@@ -80,8 +80,11 @@ class _Endings:
         first = np.array([piece[0] if piece else 0 for piece in decoded_vocab])
         #: Tokens that close a string (inside one, a quote only closes it).
         self.string = _bitmask(first == ord('"'))
-        #: Tokens that close an array or an object.
-        self.container = _bitmask(np.isin(first, list(b"]}")))
+        #: Tokens that close an array or an object, and add no item after it: "}," would
+        #: close one call of an array and open the next, so an array wound up that way
+        #: would never end.
+        no_comma = np.array([b"," not in piece for piece in decoded_vocab])
+        self.container = _bitmask(np.isin(first, list(b"]}")) & no_comma)
         #: Tokens that neither continue a number nor open an array or object.
         self.scalar = _bitmask(~np.isin(first, list(b"0123456789.eE+-[{")))
 

@@ -10,7 +10,7 @@ import pytest
 
 from backend.backends.local import InProcessBackend
 from backend.chat.prompt import AnswerOrCall, render_prompt
-from backend.chat.tool_calls import SEVERAL_CALLS_FORMAT
+from backend.chat.tool_calls import MAX_CALLS, SEVERAL_CALLS_FORMAT
 from backend.protocol.schemas import ChatMessage, ToolChoiceObject, ToolDefinition
 from backend.testing import ScriptedChatEngine, offline_backend
 from backend.testing.engines import CharTokenizer, _says
@@ -141,6 +141,20 @@ def test_an_array_cut_by_max_tokens_keeps_its_complete_calls(stream):
     assert not content
     assert calls == [("get_weather", {"city": "Paris"})]
     assert finish == "length"
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_a_reply_keeps_at_most_max_calls_calls(stream):
+    cities = [f"City {n}" for n in range(MAX_CALLS + 1)]
+    calls = [{"name": "get_weather", "arguments": {"city": city}} for city in cities]
+    service = _service(ScriptedChatEngine(f"<tool_call>\n{json.dumps(calls)}\n</tool_call>"))
+    if stream:
+        _, folded, _, _ = _fold_stream(list(service.stream_chat(_request())))
+        kept = [json.loads(call["arguments"])["city"] for call in folded]
+    else:
+        message = service.chat(_request()).choices[0].message
+        kept = [json.loads(c.function.arguments)["city"] for c in message.tool_calls]
+    assert kept == cities[:MAX_CALLS]
 
 
 def test_an_array_cut_before_any_call_is_whole_stays_text():

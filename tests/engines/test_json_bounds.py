@@ -312,6 +312,27 @@ def test_an_array_of_calls_listed_without_end_is_closed_at_its_items(tokenizer):
     assert ended and json.loads(text) == [{"a": 1}] * 3
 
 
+def test_an_array_wound_up_after_a_token_that_closed_an_item_and_opened_the_next_ends(
+    tokenizer,
+):
+    """"}," closes a call and opens the next in one token: once the array is past its bound,
+    the next item is closed by a token that adds none after it."""
+    digit = {"type": "integer", "minimum": 0, "maximum": 9}
+    call = {"type": "object", "properties": {"a": digit}, "required": ["a"]}
+    schema = {"type": "array", "items": call, "minItems": 1}
+    mask = _masks(tokenizer).start(JSONSchemaConstraint(json.dumps(schema), items=2))
+    for piece in ["[{", '"a', '":', " ", "1", "},", " {", '"a', '":', " ", "1", "},", " {"]:
+        (token,) = tokenizer.encode(piece, add_special_tokens=False)
+        mask.accept(token)
+    for piece in ['"a', '":', " ", "1"]:
+        (token,) = tokenizer.encode(piece, add_special_tokens=False)
+        mask.accept(token)
+    logits = torch.zeros(len(tokenizer))
+    mask.apply(logits)
+    allowed = {tokenizer.decode([i]) for i in torch.nonzero(logits == 0).flatten().tolist()}
+    assert allowed and all("," not in piece and piece[0] in "]}" for piece in allowed)
+
+
 def test_the_parallel_call_constraint_bounds_its_calls():
     from backend.chat.tool_calls import MAX_CALLS, call_constraint
     from backend.protocol.schemas import ToolDefinition
