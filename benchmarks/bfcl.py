@@ -31,8 +31,14 @@ OUT = ROOT / "benchmarks" / ".bfcl"
 MAX_TOKENS = 4096
 #: The categories whose mean issue 50's acceptance asks for.
 ACCEPTANCE = (
-    "simple_python", "multiple", "parallel", "parallel_multiple", "irrelevance",
-    "live_simple", "live_multiple", "live_irrelevance",
+    "simple_python",
+    "multiple",
+    "parallel",
+    "parallel_multiple",
+    "irrelevance",
+    "live_simple",
+    "live_multiple",
+    "live_irrelevance",
 )
 
 

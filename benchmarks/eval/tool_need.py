@@ -56,8 +56,30 @@ def load_cases() -> list[dict]:
 
 
 def call_text(name: str, arguments: str) -> str:
-    values = json.loads(arguments)
-    return f"{name}({', '.join(f'{k}={json.dumps(v, ensure_ascii=False)}' for k, v in values.items())})"
+    values = json.loads(arguments).items()
+    return f"{name}({', '.join(f'{k}={json.dumps(v, ensure_ascii=False)}' for k, v in values)})"
+
+
+def readings(reader: YesNoReader, case: dict, calls: list[tuple[str, str]]) -> dict:
+    """Each question's P(yes), the largest over the reply's calls (None without a call)."""
+    descriptions = {t["function"]["name"]: t["function"]["description"] for t in case["tools"]}
+    read = {}
+    for key, template in QUESTIONS.items():
+        probabilities = []
+        for name, arguments in calls:
+            question = template.format(
+                message=case["message"],
+                name=name,
+                description=descriptions[name],
+                call=call_text(name, arguments),
+            )
+            conversation = [
+                {"role": "system", "content": tool_need.SYSTEM},
+                {"role": "user", "content": question},
+            ]
+            probabilities.append(reader.probability(reader.prompt_ids(conversation)))
+        read[key] = max(probabilities) if probabilities else None
+    return read
 
 
 def main() -> None:
@@ -70,31 +92,17 @@ def main() -> None:
     reader = YesNoReader(service.engine)
     with open(args.out, "w", encoding="utf-8") as out:
         for case in load_cases():
-            reply = client.chat(
-                {
-                    "model": "core-1-mini-chat",
-                    "messages": [{"role": "user", "content": case["message"]}],
-                    "tools": case["tools"],
-                    "temperature": 0,
-                    "max_tokens": 80,
-                }
-            ).choices[0].message
+            request = {
+                "model": "core-1-mini-chat",
+                "messages": [{"role": "user", "content": case["message"]}],
+                "tools": case["tools"],
+                "temperature": 0,
+                "max_tokens": 80,
+            }
+            reply = client.chat(request).choices[0].message
             calls = [(c.function.name, c.function.arguments) for c in reply.tool_calls or ()]
-            row = {"id": case["id"], "language": case["language"], "needed": case["needed"], "called": calls}
-            descriptions = {t["function"]["name"]: t["function"]["description"] for t in case["tools"]}
-            for key, template in QUESTIONS.items():
-                readings = []
-                for name, arguments in calls:
-                    question = template.format(
-                        message=case["message"], name=name, description=descriptions[name],
-                        call=call_text(name, arguments),
-                    )
-                    conversation = [
-                        {"role": "system", "content": tool_need.SYSTEM},
-                        {"role": "user", "content": question},
-                    ]
-                    readings.append(reader.probability(reader.prompt_ids(conversation)))
-                row[key] = max(readings) if readings else None
+            row = {key: case[key] for key in ("id", "language", "needed")}
+            row |= {"called": calls, **readings(reader, case, calls)}
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
             out.flush()
             print(json.dumps(row, ensure_ascii=False), flush=True)

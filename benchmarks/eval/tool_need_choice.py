@@ -60,15 +60,19 @@ def main() -> None:
     rows = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")]
     questions = [k for k in rows[0] if k not in ("id", "language", "needed", "called")]
     needed = sum(r["needed"] for r in rows)
-    print(f"{len(rows)} cases, {needed} need a tool; no check: "
-          f"{outcomes(rows, questions[0], 0.0).mean():.3f} right")
+    print(
+        f"{len(rows)} cases, {needed} need a tool; no check: "
+        f"{outcomes(rows, questions[0], 0.0).mean():.3f} right"
+    )
     for question in questions:
         current = outcomes(rows, question, 0.4)
         accuracy, balanced_accuracy, chosen = cross_validated(rows, question)
         whole = best_threshold(rows, question)
-        print(f"{question}: at 0.4 {current.mean():.3f} (balanced {balanced(rows, current):.3f}); "
-              f"cross-validated {accuracy:.3f} (balanced {balanced_accuracy:.3f}), fold thresholds "
-              f"{chosen}; on all rows {whole:.3f}")
+        print(
+            f"{question}: at 0.4 {current.mean():.3f} (balanced {balanced(rows, current):.3f}); "
+            f"cross-validated {accuracy:.3f} (balanced {balanced_accuracy:.3f}), fold thresholds "
+            f"{chosen}; on all rows {whole:.3f}"
+        )
 
 
 if __name__ == "__main__":

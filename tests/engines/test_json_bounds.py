@@ -315,7 +315,7 @@ def test_an_array_of_calls_listed_without_end_is_closed_at_its_items(tokenizer):
 def test_an_array_wound_up_after_a_token_that_closed_an_item_and_opened_the_next_ends(
     tokenizer,
 ):
-    """"}," closes a call and opens the next in one token: once the array is past its bound,
+    """ "}," closes a call and opens the next in one token: once the array is past its bound,
     the next item is closed by a token that adds none after it."""
     digit = {"type": "integer", "minimum": 0, "maximum": 9}
     call = {"type": "object", "properties": {"a": digit}, "required": ["a"]}

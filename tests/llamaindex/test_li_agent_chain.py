@@ -65,8 +65,6 @@ async def test_the_agent_chains_two_dependent_calls_and_answers():
     ]
 
 
-
-
 @pytest.mark.model
 async def test_on_the_small_model_the_agent_answers_from_a_result_without_repeating_it(
     small_backend,

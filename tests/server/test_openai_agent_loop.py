@@ -95,8 +95,6 @@ def test_the_sdk_loop_chains_two_dependent_calls_and_answers(chain_server, strea
     assert answer == ANSWER
 
 
-
-
 @pytest.mark.model
 def test_on_the_small_model_the_sdk_loop_answers_from_a_result_without_repeating_it(real_server):
     rounds, answer = _loop(real_server)
