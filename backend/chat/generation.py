@@ -122,7 +122,9 @@ def _answer_or_call(
         yield from answer.events(params)
         return
     check = prompt.tool_need if tool_need_below is not None else None
-    call = _Reading(engine, prompt.call, stop, should_stop, logprobs).events(params)
+    call = _Reading(engine, prompt.call, stop, should_stop, logprobs).events(
+        _after_answer_prompt(params, prompt)
+    )
     # The call is read whole before it is checked (calls go out at the end anyway).
     events = list(call)
     names = [c.function.name for e in events if isinstance(e, ToolCallsFound) for c in e.calls]
@@ -141,13 +143,26 @@ def _answer_or_call(
     yield from held
 
 
+def _after_answer_prompt(params: SamplingParams, prompt: AnswerOrCall) -> SamplingParams:
+    """``params`` for the call, whose prompt is the answer's and the call's opening: the
+    answer's prompt, just evaluated and cached, is evaluated apart so that it is reused whole
+    and only the opening is evaluated (about a second a call on 2 cores, benchmarks/README.md,
+    "The step after a tool result")."""
+    answer = prompt.answer.ids
+    if prompt.call.ids[: len(answer)] != answer:
+        return params
+    return dataclasses.replace(params, evaluated_apart=len(answer))
+
+
 def _no_answer(engine: ChatEngine, opening: Sequence[int]) -> bool:
-    """Whether an answer that opens with ``opening`` says nothing: the turn ended at once, or
-    the model began writing a tool's result itself (``<tool_response>``, seen after results
-    rendered in the template's form)."""
-    if opening[:1] and opening[0] in engine.eos_token_ids:
+    """Whether an answer that opens with ``opening`` says nothing: the turn ended before
+    anything but whitespace was written, or the model began writing a tool's result itself
+    (``<tool_response>``, seen after results rendered in the template's form)."""
+    decode = engine.tokenizer.decode  # type: ignore[attr-defined]
+    ended = next((i for i, token in enumerate(opening) if token in engine.eos_token_ids), None)
+    if ended is not None and not decode(opening[:ended], skip_special_tokens=False).strip():
         return True
-    text = engine.tokenizer.decode(opening, skip_special_tokens=False).lstrip()  # type: ignore[attr-defined]
+    text = decode(opening, skip_special_tokens=False).lstrip()
     # The opening stops where the call is ruled out, which can be inside the tag ("<tool_r").
     tag = TOOL_RESPONSE_OPEN
     return len(text) > len("<tool_") and (text.startswith(tag) or tag.startswith(text))

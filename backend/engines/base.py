@@ -64,6 +64,11 @@ class SamplingParams:
         opening_decided: ends the greedy opening early: called with the tokens chosen so
             far (on the engine's thread), it returns True once they carry the decision the
             opening is greedy for; the tokens after are drawn as asked.
+        evaluated_apart: the prompt's first so many tokens are evaluated as that prompt
+            alone is, the rest after them, so that an engine caching that prompt reuses it
+            whole (a tool call generated from the answer's prompt and the call's opening,
+            ``backend.chat.generation``); the llama.cpp engine does, others may evaluate the
+            prompt whole. 0: the prompt as a whole.
     """
 
     max_new_tokens: int
@@ -73,6 +78,7 @@ class SamplingParams:
     top_logprobs: int | None = None
     greedy_opening: int = 0
     opening_decided: Callable[[Sequence[int]], bool] | None = None
+    evaluated_apart: int = 0
 
     @property
     def greedy(self) -> bool:

@@ -231,26 +231,26 @@ class BatchingRunner(RequestRunner):
                 return  # waits for a running request to finish (its cells to free)
             self._waiting.popleft()
         if running:
-            slot = self._admit_beside(free, request.evaluate, needed)
+            slot = self._admit_beside(free, request.evaluate, needed, request.apart)
         else:
-            slot = self._lay_out_alone(request.evaluate)
+            slot = self._lay_out_alone(request.evaluate, request.apart)
         slot.request = request
         slot.last_used = request.order
 
-    def _lay_out_alone(self, tokens: list[int]) -> Slot:
+    def _lay_out_alone(self, tokens: list[int], apart: int) -> Slot:
         """A slot for a request that runs alone, in a cache laid out as a fresh engine's that
         holds only the prefix of ``tokens`` the slots or the set-aside prefixes had."""
-        slot = self._cache.lay_out_alone(tokens)
+        slot = self._cache.lay_out_alone(tokens, apart)
         self.fresh_layouts += 1
         self._alone = slot
         return slot
 
-    def _admit_beside(self, free: list[Slot], tokens: list[int], needed: int) -> Slot:
+    def _admit_beside(self, free: list[Slot], tokens: list[int], needed: int, apart: int) -> Slot:
         """A slot for a request admitted while others run, sharing what the cache holds."""
         self._alone = None  # the running request no longer has the cache to itself
         # Each slot's reusable prefix, worked out once (truncating the chosen slot to its own
         # prefix below changes none of them).
-        reusable = {s.seq_id: reusable_prefix(s, tokens) for s in self._slots}
+        reusable = {s.seq_id: reusable_prefix(s, tokens, apart=apart) for s in self._slots}
         slot = max(free, key=lambda s: (reusable[s.seq_id], -s.last_used))
         keep = reusable[slot.seq_id]
         self._cache.truncate(slot, keep)
@@ -273,8 +273,11 @@ class BatchingRunner(RequestRunner):
         request = slot.request
         tokens = request.evaluate
         start = len(slot.cached)
-        # Chunks end at multiples of PREFILL_CHUNK, so their shapes do not depend on the cache.
+        # Chunks end at multiples of PREFILL_CHUNK, so their shapes do not depend on the cache
+        # (and where the prompt is evaluated apart, there too).
         end = min(len(tokens), (start // PREFILL_CHUNK + 1) * PREFILL_CHUNK)
+        if start < request.apart < end:
+            end = request.apart
         chunk = tokens[start:end]
         self._make_room(len(chunk))
         if slot.request is None:
@@ -288,6 +291,8 @@ class BatchingRunner(RequestRunner):
             self._finish(slot, error)
             return
         slot.cached.extend(chunk)
+        if slot.reusable == start and end in (len(tokens), request.apart):
+            slot.prompt_end = end  # a prompt evaluated whole, after whole aligned chunks
         if end % PREFILL_CHUNK == 0 and slot.reusable == start:
             slot.reusable = end
         if slot is self._alone and slot.fresh == start:

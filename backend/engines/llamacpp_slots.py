@@ -13,6 +13,11 @@ copied out (``llama_state_seq_get_data``), the least recently used dropped beyon
 ``SET_ASIDE_BYTES``. A lone request that starts with one gets it back at cells 0 onwards,
 bit for bit what it was, as if it had stayed: an agent's tools prompt survives the lone
 request that checks whether to call a tool.
+
+A prompt evaluated whole (``Slot.prompt_end``) is also reused whole, past its last aligned
+chunk, by a request that asks for its prompt to be evaluated apart (``apart``): a tool call
+generated from the answer's prompt and the call's opening reads that prompt as the answer
+did, and only the opening is evaluated.
 """
 
 from __future__ import annotations
@@ -44,16 +49,38 @@ class Slot:
     #: Leading cached tokens whose KV cells hold what a fresh engine computes for them: laid
     #: out from cell 0 by a request running alone. Only these are reused by a lone request.
     fresh: int = 0
+    #: The length of the prompt last evaluated whole in this slot, in aligned chunks and one
+    #: last chunk ending there (0: none): reused whole by a request evaluated apart there.
+    prompt_end: int = 0
     request: Any = None
     last_used: int = 0
 
 
-def reusable_prefix(slot: Slot, tokens: list[int], alone: bool = False) -> int:
+def reusable_prefix(slot: Slot, tokens: list[int], alone: bool = False, apart: int = 0) -> int:
     """Whole aligned chunks of ``slot``'s cache that ``tokens`` starts with, leaving at least
     the last token to evaluate (its logits choose the next token); for a request that will
-    run alone, only chunks a fresh engine would have computed the same."""
+    run alone, only chunks a fresh engine would have computed the same. With ``apart``, the
+    slot's whole prompt of that length, where ``tokens`` begins with it."""
     usable = min(slot.reusable, slot.fresh) if alone else slot.reusable
-    return _whole_chunks_shared(slot.cached[:usable], tokens)
+    if 0 < apart == slot.prompt_end < len(tokens) and (not alone or slot.fresh >= apart):
+        if slot.cached[:apart] == tokens[:apart]:
+            return apart
+    return _up_to(apart, _whole_chunks_shared(slot.cached[:usable], tokens))
+
+
+def _shared_with(prefix: Sequence[int], tokens: list[int], apart: int) -> int:
+    """What a request for ``tokens`` (evaluated apart at ``apart``) reuses of a prefix set
+    aside: whole aligned chunks, or all of it where it is the prompt evaluated apart (a
+    prefix set aside that ends off a chunk's end is a whole prompt)."""
+    if 0 < apart == len(prefix) < len(tokens) and tuple(tokens[:apart]) == tuple(prefix):
+        return apart
+    return _up_to(apart, _whole_chunks_shared(prefix, tokens))
+
+
+def _up_to(apart: int, reused: int) -> int:
+    """``reused`` tokens, or whole chunks up to ``apart`` where they would run past it: the
+    prompt before it is evaluated on its own, so no chunk spans it."""
+    return _aligned(apart) if 0 < apart < reused else reused
 
 
 def _whole_chunks_shared(cached: Sequence[int], tokens: list[int]) -> int:
@@ -95,20 +122,24 @@ class SlotCache:
         del slot.cached[keep:]
         slot.reusable = min(slot.reusable, keep)
         slot.fresh = min(slot.fresh, keep)
+        if keep < slot.prompt_end:
+            slot.prompt_end = 0
 
     def share(self, donor: Slot, slot: Slot, count: int) -> None:
         """Empty ``slot`` and give it ``donor``'s first ``count`` cached tokens (whole
         reusable chunks), sharing their cells."""
         self.truncate(slot, 0)
         self._native.llama_memory_seq_cp(self._memory, donor.seq_id, slot.seq_id, 0, count)
-        slot.cached, slot.reusable = list(donor.cached[:count]), count
+        slot.cached, slot.reusable = list(donor.cached[:count]), _aligned(count)
         slot.fresh = min(count, donor.fresh)
+        slot.prompt_end = count if count == donor.prompt_end else 0
 
-    def lay_out_alone(self, tokens: list[int]) -> Slot:
+    def lay_out_alone(self, tokens: list[int], apart: int = 0) -> Slot:
         """Lay the cache out as a fresh engine's that had evaluated only the longest prefix of
         ``tokens`` found fresh in a slot or set aside (whole chunks), and return the slot
         holding it (cells 0 onwards), for a request that runs alone: llama.cpp fills an
         emptied cache from its first cell. The slots' fresh prefixes are set aside first.
+        With ``apart``, a whole prompt of that length is found too (``reusable_prefix``).
 
         Raises:
             RuntimeError: llama.cpp could not put a prefix back.
@@ -123,7 +154,7 @@ class SlotCache:
         slot = min(self.slots, key=lambda s: s.last_used)
         # The longest shared, the most recently used among equals.
         keep, found = max(
-            ((_whole_chunks_shared(prefix, tokens), prefix) for prefix in reversed(self.set_aside)),
+            ((_shared_with(prefix, tokens, apart), prefix) for prefix in reversed(self.set_aside)),
             key=lambda shared: shared[0],
             default=(0, ()),
         )
@@ -143,17 +174,26 @@ class SlotCache:
 
     def _set_aside(self, slot: Slot) -> None:
         fresh = min(slot.reusable, slot.fresh)
+        if 0 < slot.prompt_end <= slot.fresh:
+            fresh = max(fresh, slot.prompt_end)
         if not fresh:
             return
         prefix = tuple(slot.cached[:fresh])
         for kept in self.set_aside:
-            if len(kept) >= fresh and kept[:fresh] == prefix:  # already set aside, or more
+            # Already set aside, or more: a whole prompt only as itself (the cells of a longer
+            # prefix were evaluated across its end).
+            if kept[:fresh] == prefix and (len(kept) == fresh or _aligned(fresh) == fresh):
                 self.set_aside.move_to_end(kept)
                 return
         self.truncate(slot, fresh)
         self.set_aside[prefix] = self._cells_of(slot.seq_id)
         # A shorter prefix of this one is no longer needed: this one is laid out in its place.
-        for shorter in [p for p in self.set_aside if len(p) < fresh and prefix[: len(p)] == p]:
+        # Not a whole prompt shorter than it, which only it has.
+        for shorter in [
+            p
+            for p in self.set_aside
+            if len(p) < fresh and _aligned(len(p)) == len(p) and prefix[: len(p)] == p
+        ]:
             del self.set_aside[shorter]
 
     def _cells_of(self, seq_id: int) -> ctypes.Array:
@@ -166,4 +206,11 @@ class SlotCache:
         if not self._native.llama_state_seq_set_data(self._ctx, cells, len(cells), slot.seq_id):
             raise RuntimeError("llama.cpp could not put a cached prefix back")
         slot.cached = list(prefix)
-        slot.reusable = slot.fresh = len(prefix)
+        slot.fresh = len(prefix)
+        slot.reusable = _aligned(len(prefix))
+        slot.prompt_end = 0 if slot.reusable == len(prefix) else len(prefix)
+
+
+def _aligned(count: int) -> int:
+    """``count`` tokens rounded down to whole chunks."""
+    return count // PREFILL_CHUNK * PREFILL_CHUNK

@@ -50,6 +50,9 @@ class RunnerRequest:
     generated: list[int] = field(default_factory=list)
     cancelled: threading.Event = field(default_factory=threading.Event)
     order: int = 0
+    #: The prompt's first ``apart`` tokens are evaluated as that prompt alone would be, the
+    #: rest after them (``SamplingParams.evaluated_apart``); 0: the prompt as a whole.
+    apart: int = 0
 
 
 def stop_asked(request: RunnerRequest) -> bool:
@@ -91,9 +94,12 @@ class RequestRunner(abc.ABC):
         choose: Callable[[Any], int],
         should_stop: Callable[[], bool],
         end_ids: frozenset[int],
+        apart: int = 0,
     ) -> Iterator[int]:
-        """Yield generated tokens as the runner produces them; closing cancels the request."""
+        """Yield generated tokens as the runner produces them; closing cancels the request.
+        ``apart``: see ``RunnerRequest.apart`` (a runner may evaluate the prompt whole)."""
         request = self.request_type(prompt, budget, choose, None, should_stop, end_ids)
+        request.apart = apart if 0 < apart < len(prompt) else 0
         self._submit(request)
         try:
             while (item := request.results.get()) is not END:
@@ -218,7 +224,9 @@ class RunnerChatEngine(ChatEngine):
         if budget <= 0 or should_stop():
             return
         choose = self._chooser(params, constraint)
-        yield from self._runner.generate(prompt, budget, choose, should_stop, self.eos_token_ids)
+        yield from self._runner.generate(
+            prompt, budget, choose, should_stop, self.eos_token_ids, params.evaluated_apart
+        )
 
     @abc.abstractmethod
     def _chooser(

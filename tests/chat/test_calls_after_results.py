@@ -84,6 +84,16 @@ def test_after_a_result_the_tools_stay_offered_and_a_new_call_comes_back():
     assert constrained.endswith("<tool_call>\n")
 
 
+def test_the_call_asks_for_the_answers_prompt_to_be_evaluated_apart():
+    """The call's prompt is the answer's and the call's opening: an engine that cached the
+    answer's prompt reuses it whole (``SamplingParams.evaluated_apart``)."""
+    engine = ChainEngine()
+    _chat(engine, _after_find_customer())
+    free, call = engine.prompts
+    assert call[: len(free)] == free
+    assert [p.evaluated_apart for p in engine.params] == [0, len(free)]
+
+
 def test_with_both_results_the_model_answers_from_the_prompt_with_tools():
     engine = ChainEngine()
     messages = _after_find_customer()
@@ -183,9 +193,10 @@ def test_a_retry_that_copies_again_is_answered_without_tools():
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["message", "stream"])
-def test_an_empty_first_answer_gives_the_plain_answer(stream):
+@pytest.mark.parametrize("said", ["", " ", "\n \n"], ids=["nothing", "a space", "blank lines"])
+def test_an_empty_first_answer_gives_the_plain_answer(stream, said):
     def ends_at_once(prompt: str, constrained: bool) -> str:
-        return PLAIN_ANSWER if PLAIN_MARK in prompt else ""
+        return PLAIN_ANSWER if PLAIN_MARK in prompt else said
 
     engine = PromptScriptedEngine(ends_at_once)
     assert _chat(engine, _after_find_customer(), stream) == (PLAIN_ANSWER, [])
