@@ -290,13 +290,8 @@ class BatchingRunner(RequestRunner):
             self._cache.truncate(slot, 0)
             self._finish(slot, error)
             return
-        slot.cached.extend(chunk)
-        if slot.reusable == start and end in (len(tokens), request.apart):
-            slot.prompt_end = end  # a prompt evaluated whole, after whole aligned chunks
-        if end % PREFILL_CHUNK == 0 and slot.reusable == start:
-            slot.reusable = end
-        if slot is self._alone and slot.fresh == start:
-            slot.fresh = end
+        whole = end in (len(tokens), request.apart)
+        self._cache.evaluated(slot, chunk, whole_prompt=whole, alone=slot is self._alone)
         if last:
             self._after_evaluation(slot, row=len(chunk) - 1)
 

@@ -56,16 +56,14 @@ class Slot:
     last_used: int = 0
 
 
-def reusable_prefix(slot: Slot, tokens: list[int], alone: bool = False, apart: int = 0) -> int:
+def reusable_prefix(slot: Slot, tokens: list[int], apart: int = 0) -> int:
     """Whole aligned chunks of ``slot``'s cache that ``tokens`` starts with, leaving at least
-    the last token to evaluate (its logits choose the next token); for a request that will
-    run alone, only chunks a fresh engine would have computed the same. With ``apart``, the
-    slot's whole prompt of that length, where ``tokens`` begins with it."""
-    usable = min(slot.reusable, slot.fresh) if alone else slot.reusable
-    if 0 < apart == slot.prompt_end < len(tokens) and (not alone or slot.fresh >= apart):
-        if slot.cached[:apart] == tokens[:apart]:
-            return apart
-    return _up_to(apart, _whole_chunks_shared(slot.cached[:usable], tokens))
+    the last token to evaluate (its logits choose the next token), for a request admitted
+    beside others (a lone request is laid out by ``SlotCache.lay_out_alone``). With
+    ``apart``, the slot's whole prompt of that length, where ``tokens`` begins with it."""
+    if 0 < apart == slot.prompt_end < len(tokens) and slot.cached[:apart] == tokens[:apart]:
+        return apart
+    return _up_to(apart, _whole_chunks_shared(slot.cached[: slot.reusable], tokens))
 
 
 def _shared_with(prefix: Sequence[int], tokens: list[int], apart: int) -> int:
@@ -124,6 +122,20 @@ class SlotCache:
         slot.fresh = min(slot.fresh, keep)
         if keep < slot.prompt_end:
             slot.prompt_end = 0
+
+    def evaluated(self, slot: Slot, chunk: list[int], whole_prompt: bool, alone: bool) -> None:
+        """Record ``chunk`` evaluated after the slot's cached tokens: ``whole_prompt``, it
+        ends a prompt (or the part evaluated apart); ``alone``, by a request running alone."""
+        start = len(slot.cached)
+        end = start + len(chunk)
+        slot.cached.extend(chunk)
+        if slot.reusable == start:  # every chunk before it whole and aligned
+            if whole_prompt:
+                slot.prompt_end = end
+            if end % PREFILL_CHUNK == 0:
+                slot.reusable = end
+        if alone and slot.fresh == start:
+            slot.fresh = end
 
     def share(self, donor: Slot, slot: Slot, count: int) -> None:
         """Empty ``slot`` and give it ``donor``'s first ``count`` cached tokens (whole
