@@ -87,10 +87,16 @@ EXTRACTION_SETS = {
     "extraction": "extraction.jsonl",
     "extraction_heldout": "extraction_heldout.jsonl",
 }
-#: The sets of prompts needing several tool calls: one tuned on, one held out (never tuned on).
+#: The sets of prompts needing several tool calls, each with a held-out twin never tuned on.
 PARALLEL_SETS = {
     "parallel": "parallel_calls.jsonl",
     "parallel_heldout": "parallel_calls_heldout.jsonl",
+    # three to six calls a prompt, many tools offered: one call per item (``many``) and per
+    # item and thing asked (``combined``, "the status and the judge of two cases")
+    "parallel_many": "parallel_calls_many.jsonl",
+    "parallel_many_heldout": "parallel_calls_many_heldout.jsonl",
+    "parallel_combined": "parallel_calls_combined.jsonl",
+    "parallel_combined_heldout": "parallel_calls_combined_heldout.jsonl",
 }
 TOOL_MAX_TOKENS = 160
 PARALLEL_MAX_TOKENS = 320
@@ -379,7 +385,7 @@ def format_table(results: dict[str, Any]) -> str:
             continue
         summary = results[section]["summary"]
         for key in keys:
-            lines.append(f"  {section:<13} {key:<32} {_figure(summary[key]):>8}")
+            lines.append(f"  {section:<25} {key:<32} {_figure(summary[key]):>8}")
     extraction_keys = ("cases", "parse_rate", "schema_valid_rate", "field_accuracy")
     for section in EXTRACTION_SETS:
         for mode, result in results.get(section, {}).items():
