@@ -15,17 +15,27 @@ rule them out; ``backend.chat.generation`` drops such calls after they are gener
   the data of a conversation is what its messages say. A string argument holding a digit,
   found in no message of the conversation, is taken as made up when it is copied from an
   offered tool's definition, or when its parameter names an identifier (``id``,
-  ``customer_id``, ``orderId``, ``order_number``, ``code``). Other values are left alone:
-  choosing a value a description names ("celsius or fahrenheit"), writing a date or a
-  number the message gives in words, is how such arguments are meant to be filled.
+  ``customer_id``, ``orderId``, ``order_number``, ``code``). An ``id`` parameter's value
+  needs no digit to be made up: asked for Mina Park's email, the model called
+  ``get_employee_email("MinaPark")``. One in no message and no definition is made up, and so
+  is a name given as an id (words with spaces and no digit: ``get_manager_id("Kenji
+  Sato")``, though the user said it). Other values are left alone: choosing a value a
+  description names ("celsius or fahrenheit"), writing a date or a number the message gives
+  in words, or a code ("EUR" for euros), is how such arguments are meant to be filled.
+* A made-up number: asked for the temperature in Seoul in Fahrenheit, the model's first call
+  was ``convert_units(25, "celsius", "fahrenheit")``, before any weather was looked up. A
+  number that no message states (in digits, or as the percentage it writes as a fraction;
+  small whole numbers always count as stated) is shown to the model as made up once. A
+  number can be derived (120 for "two hours"), so what the model calls after that is kept.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall, ToolDefinition
@@ -36,11 +46,15 @@ UNFOUNDED_RESULT = (
     "error: {values} is not a value from this conversation (neither the user nor a tool "
     "result gave it). First find the real value with another tool."
 )
+#: What the model is told of a call that gives a name where an id is asked for.
+NAME_AS_ID_RESULT = "error: {values} is a name, not an id. First find the id with another tool."
 
 #: Parameter names that name an identifier, whose value must come from the conversation.
 IDENTIFIER_PARAMETER = re.compile(
     r"(?:^|_)(?i:id|ids|number|code|key)$|[a-z](?:Id|Ids|Number|Code|Key)$"
 )
+#: Parameter names that name an id proper, whose value is data even without a digit.
+ID_PARAMETER = re.compile(r"(?:^|_)(?i:id|ids)$|[a-z](?:Id|Ids)$")
 
 #: A call as compared with others: the tool's name and its arguments as canonical JSON.
 CallKey = tuple[str, str]
@@ -76,24 +90,59 @@ def conversation_text(messages: Sequence[ChatMessage]) -> str:
 
 
 def unfounded_arguments(
-    call: FunctionCall, tools: Sequence[ToolDefinition], said: str
-) -> list[str]:
-    """The string values of ``call``'s arguments that look made up: holding a digit, not in
-    ``said`` (``conversation_text``), and copied from an offered tool's definition or given
-    to a parameter that names an identifier."""
+    call: FunctionCall, tools: Sequence[ToolDefinition], said: str, numbers: bool = True
+) -> UnfoundedValues:
+    """The argument values of ``call`` that look made up.
+
+    Strings holding a digit, not in ``said`` (``conversation_text``), and copied from an
+    offered tool's definition or given to a parameter that names an identifier; strings
+    given to an ``id`` parameter without a digit, in no message nor definition, or a name
+    (``names``). With ``numbers``, also numbers no message states (``_stated``).
+    """
     described = "\n".join(_definition_text(tool) for tool in tools).casefold()
     try:
         arguments = json.loads(call.arguments)
     except json.JSONDecodeError:
-        return []
-    made_up = []
+        return UnfoundedValues()
+    found = UnfoundedValues()
     for parameter, value in _strings(arguments, ""):
-        found = value.strip().casefold()
-        if not any(c.isdigit() for c in found) or found in said:
-            continue
-        if found in described or IDENTIFIER_PARAMETER.search(parameter):
-            made_up.append(value)
-    return made_up
+        text = value.strip().casefold()
+        if any(c.isdigit() for c in text):
+            if text not in said and (text in described or IDENTIFIER_PARAMETER.search(parameter)):
+                found.values.append(value)
+        elif ID_PARAMETER.search(parameter):
+            if any(c.isspace() for c in text):
+                found.names.append(value)
+            elif text not in said and text not in described:
+                found.values.append(value)
+    if numbers:
+        stated = _said_numbers(said)
+        found.values += [json.dumps(n) for n in _numbers(arguments) if not _stated(n, stated)]
+    return found
+
+
+@dataclass
+class UnfoundedValues:
+    """A call's made-up argument values (``unfounded_arguments``): values from nowhere, and
+    names given as ids."""
+
+    values: list[str] = field(default_factory=list)
+    names: list[str] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.values or self.names)
+
+    def result(self) -> str:
+        """What the model is told of the call."""
+        parts = [
+            template.format(values=", ".join(values))
+            for template, values in (
+                (UNFOUNDED_RESULT, self.values),
+                (NAME_AS_ID_RESULT, self.names),
+            )
+            if values
+        ]
+        return " ".join(parts)
 
 
 @dataclass(frozen=True)
@@ -101,7 +150,7 @@ class UnfoundedCall:
     """A generated call and the argument values it made up."""
 
     call: ToolCall
-    values: list[str]
+    values: UnfoundedValues
 
 
 def unfounded_exchange(unfounded: Sequence[UnfoundedCall]) -> list[ChatMessage]:
@@ -111,7 +160,7 @@ def unfounded_exchange(unfounded: Sequence[UnfoundedCall]) -> list[ChatMessage]:
         ChatMessage(
             role="tool",
             tool_call_id=u.call.id,
-            content=UNFOUNDED_RESULT.format(values=", ".join(u.values)),
+            content=u.values.result(),
         )
         for u in unfounded
     ]
@@ -123,6 +172,38 @@ def _definition_text(tool: ToolDefinition) -> str:
     function = tool.function
     parameters = json.dumps(function.parameters or {}, ensure_ascii=False)
     return f"{function.description or ''}\n{parameters}"
+
+
+#: Whole numbers up to this are taken as stated: messages write them in words ("two
+#: tickets", "다섯 개"), and small counts and options are what a default is made of.
+SMALL_NUMBER = 10
+_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
+
+
+def _said_numbers(said: str) -> list[float]:
+    """The numbers written in digits in ``said`` (thousands separators aside)."""
+    return [float(n.replace(",", "")) for n in _NUMBER.findall(said)]
+
+
+def _stated(number: float, said: Sequence[float]) -> bool:
+    """Whether ``number`` is one ``said`` holds, as written or as a percentage (0.05 for
+    "5%"), sign aside; small whole numbers always are (``SMALL_NUMBER``)."""
+    number = abs(number)
+    if number <= SMALL_NUMBER and float(number).is_integer():
+        return True
+    return any(math.isclose(number, value) or math.isclose(number * 100, value) for value in said)
+
+
+def _numbers(value: Any) -> Iterator[float]:
+    """Every number in ``value`` (booleans are not numbers)."""
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        yield value
+    elif isinstance(value, dict):
+        for item in value.values():
+            yield from _numbers(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _numbers(item)
 
 
 def _strings(value: Any, parameter: str) -> Iterator[tuple[str, str]]:

@@ -134,9 +134,10 @@ def _answer_or_call(
         # Every call made up an argument: the model is shown those calls failing, as a tool
         # would answer them, and calls once more. (Let free to answer instead, it wrote
         # advice on which tool to call: benchmarks/README.md, "Agents that chain tools".)
+        # A number it gives again is kept: numbers can be derived, ids cannot.
         retry = prompt.continued(unfounded_exchange(unfounded)).call
         retried = _Reading(engine, retry, stop, should_stop, logprobs).events(params)
-        held, _ = _review(list(retried), prompt)
+        held, _ = _review(list(retried), prompt, numbers=False)
     if held is None:
         yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
         return
@@ -169,18 +170,19 @@ def _no_answer(engine: ChatEngine, opening: Sequence[int]) -> bool:
 
 
 def _review(
-    events: list[OutputEvent], prompt: AnswerOrCall
+    events: list[OutputEvent], prompt: AnswerOrCall, numbers: bool = True
 ) -> tuple[list[OutputEvent] | None, list[UnfoundedCall]]:
     """``events`` with the calls not worth making taken out (``backend.chat.call_checks``):
     repeats of answered calls or of the reply's own, and calls with made-up arguments
-    (returned too). None when calls were found and none is left."""
+    (returned too; numbers only with ``numbers``). None when calls were found and none is
+    left."""
     found = next((e.calls for e in events if isinstance(e, ToolCallsFound)), None)
     if not found:
         return events, []
     unfounded, kept, seen = [], [], set(prompt.answered)
     for call in found:
         key = call_key(call.function.name, call.function.arguments)
-        if values := unfounded_arguments(call.function, prompt.tools, prompt.said):
+        if values := unfounded_arguments(call.function, prompt.tools, prompt.said, numbers):
             unfounded.append(UnfoundedCall(call, values))
         elif key not in seen:
             kept.append(call)

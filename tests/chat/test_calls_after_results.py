@@ -13,7 +13,13 @@ import json
 
 import pytest
 
-from backend.chat.call_checks import UNFOUNDED_RESULT, answered_calls, call_key, unfounded_arguments
+from backend.chat.call_checks import (
+    NAME_AS_ID_RESULT,
+    UNFOUNDED_RESULT,
+    answered_calls,
+    call_key,
+    unfounded_arguments,
+)
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall, ToolDefinition
 from backend.testing import offline_backend
 from tests.agent_chain import (
@@ -234,7 +240,8 @@ def _copied(arguments: dict, said: str = "", description: str = GET_BALANCE_DESC
         {**TOOLS[1], "function": {**TOOLS[1]["function"], "description": description}}
     )
     call = FunctionCall(name="get_balance", arguments=json.dumps(arguments, ensure_ascii=False))
-    return unfounded_arguments(call, [tool], said.casefold())
+    found = unfounded_arguments(call, [tool], said.casefold())
+    return found.values + found.names
 
 
 def test_unfounded_arguments_are_values_with_a_digit_from_a_description_and_no_message():
@@ -248,9 +255,26 @@ def test_a_made_up_value_of_an_identifier_parameter_is_unfounded_though_not_desc
     for parameter in ("customer_id", "id", "orderId", "train_number", "zip_code", "api_key"):
         assert _copied({parameter: "X-555"}) == ["X-555"], parameter
     assert _copied({"customer_id": "X-555"}, said="customer x-555, please") == []
-    assert _copied({"customer_id": "Jun Seo"}) == []  # no digit: a name, not a made-up id
     for parameter in ("warehouse", "valid", "paid", "hybrid", "title"):
         assert _copied({parameter: "X-555"}) == [], parameter
+
+
+def test_an_id_without_a_digit_is_unfounded_when_said_nowhere():
+    assert _copied({"customer_id": "JunSeo"}) == ["JunSeo"]
+    assert _copied({"orderId": "latest"}) == ["latest"]
+    assert _copied({"customer_id": "junseo"}, said="my customer id is junseo") == []
+    # not an id proper: codes and numbers without a digit are chosen, not looked up
+    for parameter in ("currency_code", "order_number", "api_key", "warehouse"):
+        assert _copied({parameter: "EUR"}) == [], parameter
+
+
+def test_a_name_given_as_an_id_is_unfounded_though_said():
+    call = FunctionCall(name="get_balance", arguments='{"customer_id": "Jun Seo"}')
+    found = unfounded_arguments(call, [ToolDefinition.model_validate(TOOLS[1])], "jun seo")
+    assert (found.values, found.names) == ([], ["Jun Seo"])
+    assert found.result() == NAME_AS_ID_RESULT.format(values="Jun Seo")
+    assert _copied({"customer_id": "C 1234"}, said="customer c 1234") == []  # a digit: an id
+    assert _copied({"title": "Jun Seo"}) == []  # not an id parameter
 
 
 def test_values_without_a_digit_named_by_a_description_are_kept():
@@ -280,4 +304,83 @@ def test_copied_values_are_found_in_non_ascii_descriptions_and_parameters():
         }
     )
     call = FunctionCall(name="kontostand", arguments='{"kunde": "kü-77"}')
-    assert unfounded_arguments(call, [tool], "") == ["kü-77"]
+    assert unfounded_arguments(call, [tool], "").values == ["kü-77"]
+
+
+def _numbers(arguments: dict, said: str = "") -> list[str]:
+    call = FunctionCall(name="convert", arguments=json.dumps(arguments))
+    tool = ToolDefinition.model_validate(CONVERT)
+    return unfounded_arguments(call, [tool], said.casefold()).values
+
+
+def test_a_number_no_message_states_is_unfounded():
+    assert _numbers({"value": 25}) == ["25"]
+    assert _numbers({"value": 25.5, "to": "fahrenheit"}, said="25.5 degrees") == []
+    assert _numbers({"amount": 1150}, said="balance: 1,150.00 EUR") == []  # separators aside
+    assert _numbers({"rate": 0.05}, said="at 5% a year") == []  # a percentage as a fraction
+    assert _numbers({"delta": -40}, said="it fell by 40") == []  # sign aside
+    assert _numbers({"tickets": 2, "page": 10}) == []  # small whole numbers: "two tickets"
+    assert _numbers({"items": [{"qty": 12}], "paid": True}) == ["12"]  # nested; not booleans
+    call = FunctionCall(name="convert", arguments='{"value": 25}')
+    assert unfounded_arguments(call, [], "", numbers=False).values == []
+
+
+def _converting_then(second: tuple[str, dict], first: tuple[str, dict] | None = None):
+    """Calls ``first`` (a made-up 25 degrees converted), then, shown that 25 is made up,
+    ``second``; answers ``PLAIN_ANSWER`` from a prompt without tools."""
+
+    def script(prompt: str, constrained: bool) -> str:
+        if not prompt.startswith("tools:"):
+            return PLAIN_ANSWER
+        if not constrained:
+            return "<tool_call>\n"
+        if UNFOUNDED_RESULT.format(values="25") in prompt:
+            return call_text(second)
+        return call_text(first or ("convert_units", {"value": 25, "unit": "fahrenheit"}))
+
+    return script
+
+
+CONVERT = {
+    "type": "function",
+    "function": {
+        "name": "convert_units",
+        "parameters": {
+            "type": "object",
+            "properties": {"value": {"type": "number"}, "unit": {"type": "string"}},
+        },
+    },
+}
+
+
+class _NothingNeeded(PromptScriptedEngine):
+    """Reads every tool-need question as "no" (the default profile's check is on)."""
+
+    def next_token_logprobs(self, prompt_ids, candidate_ids):
+        return [0.0 if c == ord("n") else -7.0 for c in candidate_ids]
+
+
+def _chat_with(engine, tools, profile="small"):
+    service = offline_backend(engine, profile=profile)
+    body = {"model": "core-1-mini-chat", "messages": [{"role": "user", "content": "Hot?"}]}
+    message = service.chat({**body, "tools": tools}).choices[0].message
+    calls = [(c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls or ()]
+    return message.content, calls
+
+
+def test_a_made_up_number_is_shown_once_and_a_number_given_again_is_kept():
+    again = ("convert_units", {"value": 25, "unit": "fahrenheit"})
+    engine = PromptScriptedEngine(_converting_then(again))
+    assert _chat_with(engine, [CONVERT]) == (None, [again])
+    free, made_up, retry = engine.prompt_texts()  # one retry, no plain answer
+    assert f"tool: {UNFOUNDED_RESULT.format(values='25')}" in retry
+
+
+def test_a_call_the_tool_need_check_declines_is_not_retried():
+    """The check reads the model's call first: a tool it finds unneeded for the message is
+    not called with other arguments either (a lookup the retry would make instead would
+    serve a call not wanted; benchmarks/README.md, "Agents that chain tools")."""
+    engine = _NothingNeeded(_converting_then(("find_customer", {"name": "Jun Seo"})))
+    assert _chat_with(engine, [CONVERT, *TOOLS], profile="default") == (PLAIN_ANSWER, [])
+    free, made_up, plain = engine.prompt_texts()
+    assert not plain.startswith("tools:")
