@@ -17,6 +17,7 @@ from benchmarks.eval.calibrate import (
     support_of,
 )
 from benchmarks.eval.run_eval import (
+    PARALLEL_SETS,
     load_jsonl,
     load_tools,
     summarise_groundedness,
@@ -282,6 +283,24 @@ def test_tool_call_set_shape_and_counts():
         # Plain expected values must themselves be valid arguments.
         plain_values = {k: v for k, v in arguments.items() if not isinstance(v, dict)}
         jsonschema.validate(plain_values, {**parameters, "required": []})
+
+
+def _plain_values(arguments: dict) -> dict:
+    return {k: v for k, v in arguments.items() if not isinstance(v, dict)}
+
+
+@pytest.mark.parametrize("section", sorted(PARALLEL_SETS))
+def test_parallel_call_sets_shape(section):
+    tools = load_tools()
+    cases = load_jsonl(PARALLEL_SETS[section])
+    assert len(cases) >= 6 and len({c["id"] for c in cases}) == len(cases)
+    for case in cases:
+        assert len(case["expected"]) >= 2 and set(case["tools"]) <= set(tools)
+        for call in case["expected"]:
+            assert call["name"] in case["tools"], case["id"]
+            parameters = tools[call["name"]]["function"]["parameters"]
+            assert set(parameters.get("required", [])) <= set(call["arguments"]), case["id"]
+            jsonschema.validate(_plain_values(call["arguments"]), {**parameters, "required": []})
 
 
 def test_retrieval_set_shape_and_counts():
