@@ -1,7 +1,8 @@
 """Calls after tool results, offline (issue 50): the tools stay offered after results and the
 model decides between another call and an answer; a call repeating an answered one (or one
-earlier in the same reply) is dropped; a call copying a value from a tool's description is
-shown to the model as failed and made again; an empty answer falls back to the plain answer.
+earlier in the same reply) is dropped; a call with a made-up argument (copied from a tool's
+description, an id or a number no message gives, a name given as an id) is shown to the model
+as failed and made again; an empty answer falls back to the plain answer.
 
 The engines are scripted by their prompt (``tests.agent_chain.PromptScriptedEngine``); the
 small profile has no tool-need check, so the review rules are tested alone.
