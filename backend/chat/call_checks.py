@@ -26,7 +26,8 @@ rule them out; ``backend.chat.generation`` drops such calls after they are gener
   was ``convert_units(25, "celsius", "fahrenheit")``, before any weather was looked up. A
   number that no message states (in digits, or as the percentage it writes as a fraction;
   small whole numbers always count as stated) is shown to the model as made up once. A
-  number can be derived (120 for "two hours"), so what the model calls after that is kept.
+  number can be derived (120 for "two hours"), so what the model calls after that is kept,
+  and so is such a call beside others in one reply.
 """
 
 from __future__ import annotations
@@ -117,27 +118,34 @@ def unfounded_arguments(
                 found.values.append(value)
     if numbers:
         stated = _said_numbers(said)
-        found.values += [json.dumps(n) for n in _numbers(arguments) if not _stated(n, stated)]
+        found.numbers += [json.dumps(n) for n in _numbers(arguments) if not _stated(n, stated)]
     return found
 
 
 @dataclass
 class UnfoundedValues:
-    """A call's made-up argument values (``unfounded_arguments``): values from nowhere, and
-    names given as ids."""
+    """A call's made-up argument values (``unfounded_arguments``): strings from nowhere,
+    names given as ids, and numbers no message states."""
 
     values: list[str] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
+    numbers: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.values or self.names)
+        return bool(self.values or self.names or self.numbers)
+
+    @property
+    def only_numbers(self) -> bool:
+        """Whether the call made up numbers only: it may have derived them (120 for "two
+        hours"), so it is dropped only where the model can be asked again."""
+        return bool(self.numbers) and not (self.values or self.names)
 
     def result(self) -> str:
         """What the model is told of the call."""
         parts = [
             template.format(values=", ".join(values))
             for template, values in (
-                (UNFOUNDED_RESULT, self.values),
+                (UNFOUNDED_RESULT, self.values + self.numbers),
                 (NAME_AS_ID_RESULT, self.names),
             )
             if values

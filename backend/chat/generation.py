@@ -175,19 +175,23 @@ def _review(
     """``events`` with the calls not worth making taken out (``backend.chat.call_checks``):
     repeats of answered calls or of the reply's own, and calls with made-up arguments
     (returned too; numbers only with ``numbers``). None when calls were found and none is
-    left."""
+    left. A call whose only made-up values are numbers stays beside calls that are kept (no
+    retry would show it to the model); alone, it counts as made up."""
     found = next((e.calls for e in events if isinstance(e, ToolCallsFound)), None)
     if not found:
         return events, []
     unfounded, kept, seen = [], [], set(prompt.answered)
+    derived = set()  # calls kept beside others though their numbers are unstated
     for call in found:
         key = call_key(call.function.name, call.function.arguments)
-        if values := unfounded_arguments(call.function, prompt.tools, prompt.said, numbers):
+        values = unfounded_arguments(call.function, prompt.tools, prompt.said, numbers)
+        if values:
             unfounded.append(UnfoundedCall(call, values))
-        elif key not in seen:
+        if key not in seen and (not values or values.only_numbers):
             kept.append(call)
+            derived.update([call.id] if values else [])
         seen.add(key)
-    if not kept:
+    if len(derived) == len(kept):  # nothing kept, or only calls to ask about again
         return None, unfounded
     return [
         ToolCallsFound(kept, e.logprobs) if isinstance(e, ToolCallsFound) else e for e in events

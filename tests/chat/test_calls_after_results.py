@@ -311,7 +311,7 @@ def test_copied_values_are_found_in_non_ascii_descriptions_and_parameters():
 def _numbers(arguments: dict, said: str = "") -> list[str]:
     call = FunctionCall(name="convert", arguments=json.dumps(arguments))
     tool = ToolDefinition.model_validate(CONVERT)
-    return unfounded_arguments(call, [tool], said.casefold()).values
+    return unfounded_arguments(call, [tool], said.casefold()).numbers
 
 
 def test_a_number_no_message_states_is_unfounded():
@@ -323,7 +323,7 @@ def test_a_number_no_message_states_is_unfounded():
     assert _numbers({"tickets": 2, "page": 10}) == []  # small whole numbers: "two tickets"
     assert _numbers({"items": [{"qty": 12}], "paid": True}) == ["12"]  # nested; not booleans
     call = FunctionCall(name="convert", arguments='{"value": 25}')
-    assert unfounded_arguments(call, [], "", numbers=False).values == []
+    assert not unfounded_arguments(call, [], "", numbers=False)
 
 
 def _converting_then(second: tuple[str, dict], first: tuple[str, dict] | None = None):
@@ -385,3 +385,15 @@ def test_a_call_the_tool_need_check_declines_is_not_retried():
     assert _chat_with(engine, [CONVERT, *TOOLS], profile="default") == (PLAIN_ANSWER, [])
     free, made_up, plain = engine.prompt_texts()
     assert not plain.startswith("tools:")
+
+
+def test_a_call_with_an_unstated_number_stays_beside_other_calls():
+    converting = ("convert_units", {"value": 25, "unit": "fahrenheit"})
+    lookup = ("find_customer", {"name": "Jun Seo"})
+    engine = PromptScriptedEngine(
+        lambda prompt, constrained: (
+            call_text(converting, lookup) if constrained else "<tool_call>\n"
+        )
+    )
+    assert _chat_with(engine, [CONVERT, *TOOLS]) == (None, [converting, lookup])
+    assert len(engine.prompts) == 2  # no retry
