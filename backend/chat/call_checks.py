@@ -22,18 +22,11 @@ rule them out; ``backend.chat.generation`` drops such calls after they are gener
   Sato")``, though the user said it). Other values are left alone: choosing a value a
   description names ("celsius or fahrenheit"), writing a date or a number the message gives
   in words, or a code ("EUR" for euros), is how such arguments are meant to be filled.
-* A made-up number: asked for the temperature in Seoul in Fahrenheit, the model's first call
-  was ``convert_units(25, "celsius", "fahrenheit")``, before any weather was looked up. A
-  number that no message states (in digits, or as the percentage it writes as a fraction;
-  small whole numbers always count as stated) is shown to the model as made up once. A
-  number can be derived (120 for "two hours"), so what the model calls after that is kept,
-  and so is such a call beside others in one reply.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -91,14 +84,14 @@ def conversation_text(messages: Sequence[ChatMessage]) -> str:
 
 
 def unfounded_arguments(
-    call: FunctionCall, tools: Sequence[ToolDefinition], said: str, numbers: bool = True
+    call: FunctionCall, tools: Sequence[ToolDefinition], said: str
 ) -> UnfoundedValues:
     """The argument values of ``call`` that look made up.
 
     Strings holding a digit, not in ``said`` (``conversation_text``), and copied from an
     offered tool's definition or given to a parameter that names an identifier; strings
     given to an ``id`` parameter without a digit, in no message nor definition, or a name
-    (``names``). With ``numbers``, also numbers no message states (``_stated``).
+    (``names``).
     """
     described = "\n".join(_definition_text(tool) for tool in tools).casefold()
     try:
@@ -116,36 +109,26 @@ def unfounded_arguments(
                 found.names.append(value)
             elif text not in said and text not in described:
                 found.values.append(value)
-    if numbers:
-        stated = _said_numbers(said)
-        found.numbers += [json.dumps(n) for n in _numbers(arguments) if not _stated(n, stated)]
     return found
 
 
 @dataclass
 class UnfoundedValues:
-    """A call's made-up argument values (``unfounded_arguments``): strings from nowhere,
-    names given as ids, and numbers no message states."""
+    """A call's made-up argument values (``unfounded_arguments``): values from nowhere, and
+    names given as ids."""
 
     values: list[str] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
-    numbers: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.values or self.names or self.numbers)
-
-    @property
-    def only_numbers(self) -> bool:
-        """Whether the call made up numbers only: it may have derived them (120 for "two
-        hours"), so it is dropped only where the model can be asked again."""
-        return bool(self.numbers) and not (self.values or self.names)
+        return bool(self.values or self.names)
 
     def result(self) -> str:
         """What the model is told of the call."""
         parts = [
             template.format(values=", ".join(values))
             for template, values in (
-                (UNFOUNDED_RESULT, self.values + self.numbers),
+                (UNFOUNDED_RESULT, self.values),
                 (NAME_AS_ID_RESULT, self.names),
             )
             if values
@@ -180,38 +163,6 @@ def _definition_text(tool: ToolDefinition) -> str:
     function = tool.function
     parameters = json.dumps(function.parameters or {}, ensure_ascii=False)
     return f"{function.description or ''}\n{parameters}"
-
-
-#: Whole numbers up to this are taken as stated: messages write them in words ("two
-#: tickets", "다섯 개"), and small counts and options are what a default is made of.
-SMALL_NUMBER = 10
-_NUMBER = re.compile(r"\d[\d,]*(?:\.\d+)?")
-
-
-def _said_numbers(said: str) -> list[float]:
-    """The numbers written in digits in ``said`` (thousands separators aside)."""
-    return [float(n.replace(",", "")) for n in _NUMBER.findall(said)]
-
-
-def _stated(number: float, said: Sequence[float]) -> bool:
-    """Whether ``number`` is one ``said`` holds, as written or as a percentage (0.05 for
-    "5%"), sign aside; small whole numbers always are (``SMALL_NUMBER``)."""
-    number = abs(number)
-    if number <= SMALL_NUMBER and float(number).is_integer():
-        return True
-    return any(math.isclose(number, value) or math.isclose(number * 100, value) for value in said)
-
-
-def _numbers(value: Any) -> Iterator[float]:
-    """Every number in ``value`` (booleans are not numbers)."""
-    if isinstance(value, (int, float)) and not isinstance(value, bool):
-        yield value
-    elif isinstance(value, dict):
-        for item in value.values():
-            yield from _numbers(item)
-    elif isinstance(value, list):
-        for item in value:
-            yield from _numbers(item)
 
 
 def _strings(value: Any, parameter: str) -> Iterator[tuple[str, str]]:

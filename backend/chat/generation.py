@@ -134,10 +134,9 @@ def _answer_or_call(
         # Every call made up an argument: the model is shown those calls failing, as a tool
         # would answer them, and calls once more. (Let free to answer instead, it wrote
         # advice on which tool to call: benchmarks/README.md, "Agents that chain tools".)
-        # A number it gives again is kept: numbers can be derived, ids cannot.
         retry = prompt.continued(unfounded_exchange(unfounded)).call
         retried = _Reading(engine, retry, stop, should_stop, logprobs).events(params)
-        held, _ = _review(list(retried), prompt, numbers=False)
+        held, _ = _review(list(retried), prompt)
     if held is None:
         yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
         return
@@ -170,28 +169,23 @@ def _no_answer(engine: ChatEngine, opening: Sequence[int]) -> bool:
 
 
 def _review(
-    events: list[OutputEvent], prompt: AnswerOrCall, numbers: bool = True
+    events: list[OutputEvent], prompt: AnswerOrCall
 ) -> tuple[list[OutputEvent] | None, list[UnfoundedCall]]:
     """``events`` with the calls not worth making taken out (``backend.chat.call_checks``):
     repeats of answered calls or of the reply's own, and calls with made-up arguments
-    (returned too; numbers only with ``numbers``). None when calls were found and none is
-    left. A call whose only made-up values are numbers stays beside calls that are kept (no
-    retry would show it to the model); alone, it counts as made up."""
+    (returned too). None when calls were found and none is left."""
     found = next((e.calls for e in events if isinstance(e, ToolCallsFound)), None)
     if not found:
         return events, []
     unfounded, kept, seen = [], [], set(prompt.answered)
-    derived = set()  # calls kept beside others though their numbers are unstated
     for call in found:
         key = call_key(call.function.name, call.function.arguments)
-        values = unfounded_arguments(call.function, prompt.tools, prompt.said, numbers)
-        if values:
+        if values := unfounded_arguments(call.function, prompt.tools, prompt.said):
             unfounded.append(UnfoundedCall(call, values))
-        if key not in seen and (not values or values.only_numbers):
+        elif key not in seen:
             kept.append(call)
-            derived.update([call.id] if values else [])
         seen.add(key)
-    if len(derived) == len(kept):  # nothing kept, or only calls to ask about again
+    if not kept:
         return None, unfounded
     return [
         ToolCallsFound(kept, e.logprobs) if isinstance(e, ToolCallsFound) else e for e in events
