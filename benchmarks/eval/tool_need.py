@@ -5,7 +5,9 @@ off; for each reply that calls a tool it reads P(yes) of every question in ``QUE
 largest over the reply's calls, as ``calls_are_wanted`` keeps a reply whole). The cases are
 ``tool_need.jsonl`` (a related tool that does not answer the message, against one that does;
 en/ko/ja) and ``tool_calls.jsonl`` (the tool-call evaluation set, ten of whose messages need no
-tool). ``python -m benchmarks.eval.tool_need_choice FILE`` chooses a question and threshold by
+tool) and the first step of each development agent task (``benchmarks/agents/tasks.jsonl``:
+lookups by name, chains, questions that need no tool; its held-out twin is never read here).
+``python -m benchmarks.eval.tool_need_choice FILE`` chooses a question and threshold by
 cross-validation over these rows. BFCL's irrelevance categories are held out: never read here.
 """
 
@@ -20,9 +22,22 @@ from backend.chat import tool_need
 from backend.chat.yes_no import YesNoReader
 
 HERE = Path(__file__).parent
+AGENTS = HERE.parent / "agents"
 
+#: Each question is read per call (the largest P(yes) over the reply's calls), except those
+#: without ``{name}``, read once per message. ``KNOWN`` asks the opposite way round: what is
+#: stored for it is P(no), the model's doubt that it can answer alone.
+KNOWN = "known"
 QUESTIONS = {
     "tool": tool_need.QUESTION,
+    KNOWN: (
+        "Message: {message}\n\nCan you reply to this message correctly from your own knowledge "
+        "alone, without looking anything up? Answer yes or no."
+    ),
+    "tools_any": (
+        "Message: {message}\n\nTools:\n{tool_list}\n\nTo reply to this message, is it "
+        "necessary to use one of these tools? Answer yes or no."
+    ),
     "call": (
         "Message: {message}\n\nThe assistant would reply by calling {call}, where {name}: "
         "{description}\n\nDoes the result of this call answer what the message asks? "
@@ -52,7 +67,26 @@ def load_cases() -> list[dict]:
                 "needed": row["expected"] is not None,
             }
         )
+    cases += agent_cases()
     return cases
+
+
+def agent_cases() -> list[dict]:
+    """The development agent tasks' questions with their offered tools; a tool is needed
+    unless the task is one that needs none."""
+    from benchmarks.agents.world import openai_tools
+
+    rows = [json.loads(line) for line in (AGENTS / "tasks.jsonl").open(encoding="utf-8")]
+    return [
+        {
+            "id": task["id"],
+            "language": task["lang"],
+            "message": task["question"],
+            "tools": openai_tools(task["tools"]),
+            "needed": task["kind"] != "no_tool",
+        }
+        for task in rows
+    ]
 
 
 def call_text(name: str, arguments: str) -> str:
@@ -60,38 +94,79 @@ def call_text(name: str, arguments: str) -> str:
     return f"{name}({', '.join(f'{k}={json.dumps(v, ensure_ascii=False)}' for k, v in values)})"
 
 
-def readings(reader: YesNoReader, case: dict, calls: list[tuple[str, str]]) -> dict:
-    """Each question's P(yes), the largest over the reply's calls (None without a call)."""
+#: A reading of the check's question about every offered tool, not only the called ones (the
+#: largest): a lookup the message does not name ("find_customer_id" for a customer's balance)
+#: reads low on its own while the tool it serves reads high.
+OFFERED = "tool_offered"
+
+
+def readings(
+    reader: YesNoReader, case: dict, calls: list[tuple[str, str]], known: dict | None = None
+) -> dict:
+    """Each question's P(yes), the largest over the reply's calls (None without a call);
+    readings in ``known`` are kept rather than read again."""
     descriptions = {t["function"]["name"]: t["function"]["description"] for t in case["tools"]}
-    read = {}
+    tool_list = "\n".join(f"- {name}: {text}" for name, text in descriptions.items())
+
+    def probability(template: str, name: str = "", arguments: str = "{}") -> float:
+        question = template.format(
+            message=case["message"],
+            name=name,
+            description=descriptions.get(name, ""),
+            call=call_text(name, arguments) if name else "",
+            tool_list=tool_list,
+        )
+        conversation = [
+            {"role": "system", "content": tool_need.SYSTEM},
+            {"role": "user", "content": question},
+        ]
+        return reader.probability(reader.prompt_ids(conversation))
+
+    read = dict(known or {})
     for key, template in QUESTIONS.items():
-        probabilities = []
-        for name, arguments in calls:
-            question = template.format(
-                message=case["message"],
-                name=name,
-                description=descriptions[name],
-                call=call_text(name, arguments),
-            )
-            conversation = [
-                {"role": "system", "content": tool_need.SYSTEM},
-                {"role": "user", "content": question},
-            ]
-            probabilities.append(reader.probability(reader.prompt_ids(conversation)))
-        read[key] = max(probabilities) if probabilities else None
+        if key in read:
+            continue
+        if not calls:
+            read[key] = None
+        elif "{name}" not in template:
+            read[key] = probability(template)
+            if key == KNOWN:
+                read[key] = 1.0 - read[key]
+        else:
+            read[key] = max(probability(template, *call) for call in calls)
+    if OFFERED not in read:
+        offered = (probability(tool_need.QUESTION, name) for name in descriptions)
+        read[OFFERED] = max(offered) if calls else None
     return read
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", default=str(HERE / "results-tool-need-default.jsonl"))
+    parser.add_argument(
+        "--calls-from",
+        help="an earlier output: its replies are reused instead of generated, and only the "
+        "readings it lacks are read",
+    )
     args = parser.parse_args()
+    earlier = {}
+    if args.calls_from:
+        for line in open(args.calls_from, encoding="utf-8"):
+            row = json.loads(line)
+            earlier[row["id"]] = row
     client = backend.connect()
     service = client._chat_service.get()
     service._tool_need_below = None  # every generated call kept: the questions are read here
     reader = YesNoReader(service.engine)
     with open(args.out, "w", encoding="utf-8") as out:
         for case in load_cases():
+            if case["id"] in earlier:
+                row = earlier[case["id"]]
+                calls = [tuple(call) for call in row["called"]]
+                kept = {k: v for k, v in row.items() if k in QUESTIONS or k == OFFERED}
+                row |= readings(reader, case, calls, kept)
+                out.write(json.dumps(row, ensure_ascii=False) + "\n")
+                continue
             request = {
                 "model": "core-1-mini-chat",
                 "messages": [{"role": "user", "content": case["message"]}],

@@ -56,8 +56,22 @@ def cross_validated(rows: list[dict], question: str) -> tuple[float, float, list
     return float(right.mean()), balanced(rows, right), chosen
 
 
+#: Readings made of two questions' readings, where the file has both: the tool question
+#: and the model's doubt that it can answer alone, averaged.
+COMBINED = {"tool+known": ("tool", "known")}
+
+
+def with_combined(rows: list[dict]) -> list[dict]:
+    for row in rows:
+        for key, parts in COMBINED.items():
+            if all(part in row for part in parts):
+                values = [row[part] for part in parts]
+                row[key] = None if None in values else sum(values) / len(values)
+    return rows
+
+
 def main() -> None:
-    rows = [json.loads(line) for line in open(sys.argv[1], encoding="utf-8")]
+    rows = with_combined([json.loads(line) for line in open(sys.argv[1], encoding="utf-8")])
     questions = [k for k in rows[0] if k not in ("id", "language", "needed", "called")]
     needed = sum(r["needed"] for r in rows)
     print(
