@@ -43,12 +43,19 @@ UNFOUNDED_RESULT = (
 #: What the model is told of a call that gives a name where an id is asked for.
 NAME_AS_ID_RESULT = "error: {values} is a name, not an id. First find the id with another tool."
 
+
+def _parameter_ending(*words: str) -> re.Pattern[str]:
+    """Parameter names ending in one of ``words``, snake_case (``order_id``, ``ID``) or
+    camelCase (``orderId``)."""
+    snake = "|".join(words)
+    camel = "|".join(word.capitalize() for word in words)
+    return re.compile(rf"(?:^|_)(?i:{snake})$|[a-z](?:{camel})$")
+
+
 #: Parameter names that name an identifier, whose value must come from the conversation.
-IDENTIFIER_PARAMETER = re.compile(
-    r"(?:^|_)(?i:id|ids|number|code|key)$|[a-z](?:Id|Ids|Number|Code|Key)$"
-)
+IDENTIFIER_PARAMETER = _parameter_ending("id", "ids", "number", "code", "key")
 #: Parameter names that name an id proper, whose value is data even without a digit.
-ID_PARAMETER = re.compile(r"(?:^|_)(?i:id|ids)$|[a-z](?:Id|Ids)$")
+ID_PARAMETER = _parameter_ending("id", "ids")
 
 #: A call as compared with others: the tool's name and its arguments as canonical JSON.
 CallKey = tuple[str, str]

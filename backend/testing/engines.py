@@ -103,7 +103,7 @@ class ScriptedChatEngine(ChatEngine):
         self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]
     ) -> list[float]:
         # Says "yes" when the reply starts with "y", "no" otherwise, so tests script verdicts.
-        return _says(self.reply.startswith("y"), candidate_ids)
+        return yes_or_no_logprobs(self.reply.startswith("y"), candidate_ids)
 
 
 class EchoChatEngine(ScriptedChatEngine):
@@ -139,7 +139,7 @@ class EchoChatEngine(ScriptedChatEngine):
         supported = bool(claim) and claim in document
         # "yes" to the contrast question ("does the document contradict the claim?") is a no
         says_yes = supported if question.startswith("Is the claim supported") else not supported
-        return _says(says_yes, candidate_ids)
+        return yes_or_no_logprobs(says_yes, candidate_ids)
 
 
 class TermOverlapJudgeEngine(ScriptedChatEngine):
@@ -196,7 +196,7 @@ class ToolLoopEngine(ScriptedChatEngine):
         return "\n".join([self.answer, *results]) if results else self.reply
 
 
-def _says(yes: bool, candidate_ids: Sequence[int]) -> list[float]:
+def yes_or_no_logprobs(yes: bool, candidate_ids: Sequence[int]) -> list[float]:
     """Log-probabilities that put (nearly) all mass on the first letter of "yes" or "no"."""
     first = ord("y") if yes else ord("n")
     return [0.0 if c == first else math.log(1e-3) for c in candidate_ids]

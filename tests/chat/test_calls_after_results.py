@@ -23,6 +23,7 @@ from backend.chat.call_checks import (
 )
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall, ToolDefinition
 from backend.testing import offline_backend
+from backend.testing.engines import yes_or_no_logprobs
 from tests.agent_chain import (
     ANSWER,
     EXAMPLE_ID,
@@ -328,7 +329,7 @@ class _NothingNeeded(PromptScriptedEngine):
     """Reads every tool-need question as "no" (the default profile's check is on)."""
 
     def next_token_logprobs(self, prompt_ids, candidate_ids):
-        return [0.0 if c == ord("n") else -7.0 for c in candidate_ids]
+        return yes_or_no_logprobs(False, candidate_ids)
 
 
 def test_a_call_the_tool_need_check_declines_is_not_retried():

@@ -13,7 +13,7 @@ from backend.chat.prompt import AnswerOrCall, render_prompt
 from backend.chat.tool_calls import MAX_CALLS, SEVERAL_CALLS_FORMAT
 from backend.protocol.schemas import ChatMessage, ToolChoiceObject, ToolDefinition
 from backend.testing import ScriptedChatEngine, offline_backend
-from backend.testing.engines import CharTokenizer, _says
+from backend.testing.engines import CharTokenizer, yes_or_no_logprobs
 from tests.chat.test_chat_pipeline import WEATHER_TOOL, _fold_stream
 from tests.chat.test_constrained_calls import EVENT, WEATHER
 
@@ -97,7 +97,7 @@ class TwoToolEngine(ScriptedChatEngine):
         question = self.tokenizer.decode(prompt_ids)
         [name] = [n for n in ("get_weather", "create_event") if f'"{n}"' in question]
         self.asked.append(name)
-        return _says(name in self.needed, candidate_ids)
+        return yes_or_no_logprobs(name in self.needed, candidate_ids)
 
 
 @pytest.mark.parametrize(
