@@ -22,7 +22,6 @@ from backend.chat import tool_need
 from backend.chat.yes_no import YesNoReader
 
 HERE = Path(__file__).parent
-AGENTS = HERE.parent / "agents"
 
 #: Each question is read per call (the largest P(yes) over the reply's calls), except those
 #: without ``{name}``, read once per message. ``KNOWN`` asks the opposite way round: what is
@@ -74,9 +73,9 @@ def load_cases() -> list[dict]:
 def agent_cases() -> list[dict]:
     """The development agent tasks' questions with their offered tools; a tool is needed
     unless the task is one that needs none."""
+    from benchmarks.agents.scoring import TASK_SETS, load_tasks
     from benchmarks.agents.world import openai_tools
 
-    rows = [json.loads(line) for line in (AGENTS / "tasks.jsonl").open(encoding="utf-8")]
     return [
         {
             "id": task["id"],
@@ -85,7 +84,7 @@ def agent_cases() -> list[dict]:
             "tools": openai_tools(task["tools"]),
             "needed": task["kind"] != "no_tool",
         }
-        for task in rows
+        for task in load_tasks(TASK_SETS["dev"])
     ]
 
 
