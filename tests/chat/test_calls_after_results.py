@@ -152,18 +152,25 @@ def test_two_identical_calls_in_one_reply_become_one():
     assert _chat(engine, [{"role": "user", "content": QUESTION}]) == (None, [FIND_JUN_SEO])
 
 
-def _copying_then_looking_up(prompt: str, constrained: bool) -> str:
-    """Copies the description's example id, unless shown that this fails."""
-    if not constrained:
-        return "<tool_call>\n"
-    if UNFOUNDED_RESULT.format(values=EXAMPLE_ID) in prompt:
-        return call_text(FIND_JUN_SEO)
-    return call_text(("get_balance", {"customer_id": EXAMPLE_ID}))
+def _copying_then(second: tuple[str, dict]):
+    """Copies the description's example id, then (shown that) calls ``second``; answers
+    ``PLAIN_ANSWER`` from a prompt without tools."""
+
+    def script(prompt: str, constrained: bool) -> str:
+        if not prompt.startswith("tools:"):
+            return PLAIN_ANSWER
+        if not constrained:
+            return "<tool_call>\n"
+        if UNFOUNDED_RESULT.format(values=EXAMPLE_ID) in prompt:
+            return call_text(second)
+        return call_text(("get_balance", {"customer_id": EXAMPLE_ID}))
+
+    return script
 
 
 @pytest.mark.parametrize("stream", [False, True], ids=["message", "stream"])
 def test_a_call_copying_the_descriptions_example_is_made_again_after_the_error(stream):
-    engine = PromptScriptedEngine(_copying_then_looking_up)
+    engine = PromptScriptedEngine(_copying_then(FIND_JUN_SEO))
     messages = [{"role": "user", "content": QUESTION}]
     assert _chat(engine, messages, stream) == (None, [FIND_JUN_SEO])
     free, copying, retry = engine.prompt_texts()
@@ -175,7 +182,7 @@ def test_a_call_copying_the_descriptions_example_is_made_again_after_the_error(s
 
 
 def test_a_value_the_user_gave_is_kept_even_if_the_description_shows_it():
-    engine = PromptScriptedEngine(_copying_then_looking_up)
+    engine = PromptScriptedEngine(_copying_then(FIND_JUN_SEO))
     messages = [{"role": "user", "content": f"What is the balance of customer {EXAMPLE_ID}?"}]
     assert _chat(engine, messages) == (None, [("get_balance", {"customer_id": EXAMPLE_ID})])
     assert len(engine.prompts) == 2  # no retry
@@ -307,22 +314,6 @@ def test_copied_values_are_found_in_non_ascii_descriptions_and_parameters():
     )
     call = FunctionCall(name="kontostand", arguments='{"kunde": "kü-77"}')
     assert unfounded_arguments(call, [tool], "").values == ["kü-77"]
-
-
-def _copying_then(second: tuple[str, dict]):
-    """Copies the description's example id, then (shown that) calls ``second``; answers
-    ``PLAIN_ANSWER`` from a prompt without tools."""
-
-    def script(prompt: str, constrained: bool) -> str:
-        if not prompt.startswith("tools:"):
-            return PLAIN_ANSWER
-        if not constrained:
-            return "<tool_call>\n"
-        if UNFOUNDED_RESULT.format(values=EXAMPLE_ID) in prompt:
-            return call_text(second)
-        return call_text(("get_balance", {"customer_id": EXAMPLE_ID}))
-
-    return script
 
 
 class _NothingNeeded(PromptScriptedEngine):
