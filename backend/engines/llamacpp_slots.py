@@ -61,18 +61,25 @@ def reusable_prefix(slot: Slot, tokens: list[int], apart: int = 0) -> int:
     the last token to evaluate (its logits choose the next token), for a request admitted
     beside others (a lone request is laid out by ``SlotCache.lay_out_alone``). With
     ``apart``, the slot's whole prompt of that length, where ``tokens`` begins with it."""
-    if 0 < apart == slot.prompt_end < len(tokens) and slot.cached[:apart] == tokens[:apart]:
-        return apart
-    return _up_to(apart, _whole_chunks_shared(slot.cached[: slot.reusable], tokens))
+    return _reused(slot.cached, slot.reusable, slot.prompt_end, tokens, apart)
 
 
 def _shared_with(prefix: Sequence[int], tokens: list[int], apart: int) -> int:
     """What a request for ``tokens`` (evaluated apart at ``apart``) reuses of a prefix set
     aside: whole aligned chunks, or all of it where it is the prompt evaluated apart (a
     prefix set aside that ends off a chunk's end is a whole prompt)."""
-    if 0 < apart == len(prefix) < len(tokens) and tuple(tokens[:apart]) == tuple(prefix):
+    return _reused(prefix, len(prefix), len(prefix), tokens, apart)
+
+
+def _reused(
+    cached: Sequence[int], reusable: int, prompt_end: int, tokens: list[int], apart: int
+) -> int:
+    """What ``tokens`` (evaluated apart at ``apart``) reuses of a cache holding ``cached``:
+    the whole prompt evaluated there where it ends at ``apart``, else whole aligned chunks of
+    its first ``reusable`` tokens."""
+    if 0 < apart == prompt_end < len(tokens) and tuple(cached[:apart]) == tuple(tokens[:apart]):
         return apart
-    return _up_to(apart, _whole_chunks_shared(prefix, tokens))
+    return _up_to(apart, _whole_chunks_shared(cached[:reusable], tokens))
 
 
 def _up_to(apart: int, reused: int) -> int:
