@@ -82,6 +82,26 @@ def cpu_safe_model_params(params):
     return params
 
 
+def message_start_tokens(tokenizer: object) -> frozenset[int]:
+    """The special token the chat template opens each message with (ChatML's ``<|im_start|>``,
+    Llama 3's ``<|start_header_id|>``): the first token of the header a generation prompt
+    adds. Empty where the template adds none or it opens with an ordinary token, and then
+    prompts are cut at whole chunks only (``backend.engines.llamacpp_slots.chunk_ends``)."""
+    conversation = [{"role": "user", "content": "Hi"}]
+    try:
+        render = tokenizer.apply_chat_template  # type: ignore[attr-defined]
+        with_header = render(conversation, add_generation_prompt=True, tokenize=False)
+        without = render(conversation, add_generation_prompt=False, tokenize=False)
+        header = tokenizer.encode(with_header[len(without) :], add_special_tokens=False)  # type: ignore[attr-defined]
+        special = tokenizer.added_tokens_decoder  # type: ignore[attr-defined]
+    except Exception:  # noqa: BLE001 - no template, or not a Hugging Face tokenizer
+        return frozenset()
+    if not with_header.startswith(without) or not header:
+        return frozenset()
+    opening = special.get(header[0])
+    return frozenset({header[0]}) if opening is not None and opening.special else frozenset()
+
+
 class LlamaCppChatEngine(RunnerChatEngine):
     """Runs a GGUF chat model with llama.cpp on the CPU, batching concurrent requests.
 
@@ -153,6 +173,7 @@ class LlamaCppChatEngine(RunnerChatEngine):
             batch_tokens=_BATCH_TOKENS,
             one_at_a_time=runs_alone(deterministic),
             n_embd=self._model.n_embd(),
+            message_starts=message_start_tokens(tokenizer),
         )
         #: Stops the runner's thread, then frees the context and the model (``close``, or
         #: unclosed at collection or exit: ``backend.engines.lifetime``).

@@ -6,20 +6,20 @@ context and loops: admit waiting requests into free sequence slots, evaluate one
 then advance every running generation by one token in one batched ``llama_decode``, and hand
 each new token to its request's queue. A lone request runs exactly as it would alone.
 
-Prompts are evaluated in chunks of ``PREFILL_CHUNK`` tokens at positions that are multiples of
-it, each chunk in a call of its own. A prompt's numbers depend on the KV cells its tokens lie
-in: llama.cpp's CPU attention sums over the cache in tiles of 64 cells and, for a lone
-decoded token, in one span per thread cut by the cache's used extent, so the same prompt
-one cell further on reads other numbers, and the 4-bit kernels' 8-bit activations amplify
-that (benchmarks/README.md, "Same request, same answer"). Where a prompt's cells lie is
-therefore never left to the engine's history: a request admitted while nothing runs (a
-lone request, the first of a burst) starts from a cache laid out as a fresh engine's,
-holding only the prefix it reuses, at cells 0 onwards (``_lay_out_alone``), so it reads
-exactly what a fresh engine reads; the fresh prefixes the cache held are set aside for later
-lone requests (``llamacpp_slots``). Only whole aligned chunks that a lone request computed
-are reused so (``Slot.fresh``). Requests admitted while others run share the cache with
-them and read what their batch and their cells give, as in every batching server; with
-``one_at_a_time`` every request runs alone, so none depends on another (``CORE_DETERMINISTIC``).
+Prompts are evaluated in chunks of at most ``PREFILL_CHUNK`` tokens, each in a call of its own,
+cut where the prompt's own tokens say (``llamacpp_slots.chunk_ends``). A prompt's numbers
+depend on the KV cells its tokens lie in: llama.cpp's CPU attention sums over the cache in
+tiles of 64 cells and, for a lone decoded token, in one span per thread cut by the cache's used
+extent, so the same prompt one cell further on reads other numbers, and the 4-bit kernels'
+8-bit activations amplify that (benchmarks/README.md, "Same request, same answer"). Where a
+prompt's cells lie is therefore never left to the engine's history: a request admitted while
+nothing runs (a lone request, the first of a burst) starts from a cache laid out as a fresh
+engine's, holding only the prefix it reuses, at cells 0 onwards (``_lay_out_alone``), so it
+reads exactly what a fresh engine reads; the fresh prefixes the cache held are set aside for
+later lone requests (``llamacpp_slots``). Only whole chunks that a lone request computed are
+reused so (``Slot.fresh``). Requests admitted while others run share the cache with them and
+read what their batch and their cells give, as in every batching server; with ``one_at_a_time``
+every request runs alone, so none depends on another (``CORE_DETERMINISTIC``).
 
 The KV cache is shared by all slots (llama.cpp's unified cache). When it fills up, idle slots'
 cached prompts are dropped first, then the running request admitted last is set aside, to be
@@ -33,7 +33,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from backend.engines.llamacpp_batch import NativeBatch
-from backend.engines.llamacpp_slots import PREFILL_CHUNK, Slot, SlotCache, reusable_prefix
+from backend.engines.llamacpp_slots import (
+    PREFILL_CHUNK,
+    Slot,
+    SlotCache,
+    chunk_ends,
+    next_end,
+    reusable_prefix,
+)
 from backend.engines.prompt_tree import suffix_batches
 from backend.engines.request_runner import END, RequestRunner, RunnerRequest, stop_asked
 
@@ -54,6 +61,8 @@ class _Request(RunnerRequest):
     suffixes: list[list[int]] | None = None
     #: Whether each suffix is scored with its hidden state (``score_suffixes(hidden=True)``).
     hidden: bool = False
+    #: Where the chunks evaluating ``evaluate`` end (``llamacpp_slots.chunk_ends``).
+    ends: list[int] = field(default_factory=list)
 
 
 class BatchingRunner(RequestRunner):
@@ -68,6 +77,10 @@ class BatchingRunner(RequestRunner):
         native: the llama.cpp API (the ``llama_cpp`` module; tests pass a stand-in).
         one_at_a_time: admit a request only when none runs, so that each one's numbers
             depend on nothing but itself.
+        message_starts: the tokens a generation's prompt chunks also end before (the chat
+            template's message openings, ``llamacpp_slots.chunk_ends``). Scorings are cut at
+            whole chunks only: the readings the judge and the tool-need check were tuned on
+            stay as measured.
     """
 
     request_type = _Request
@@ -83,6 +96,7 @@ class BatchingRunner(RequestRunner):
         batch_tokens: int = PREFILL_CHUNK,
         one_at_a_time: bool = False,
         n_embd: int = 0,
+        message_starts: frozenset[int] = frozenset(),
     ) -> None:
         super().__init__("llama.cpp runner")
         if native is None:
@@ -105,6 +119,7 @@ class BatchingRunner(RequestRunner):
         self.preemptions = 0
         self._prefill_turn = True  # alternates a prompt chunk and a decode step
         self._one_at_a_time = one_at_a_time
+        self._message_starts = message_starts
         #: The slot of a request admitted while nothing ran, while it still runs alone: what
         #: it evaluates lies where a fresh engine puts it.
         self._alone: Slot | None = None
@@ -226,31 +241,35 @@ class BatchingRunner(RequestRunner):
                 return
             request = self._waiting[0]
             request.evaluate = request.prompt + request.generated
+            cut_before = self._message_starts if request.score is None else frozenset()
+            request.ends = chunk_ends(request.evaluate, request.apart, cut_before)
             needed = len(request.evaluate) + 1
             if self._cache.cells_in_use(exclude=free) + needed > self._kv_cells and running:
                 return  # waits for a running request to finish (its cells to free)
             self._waiting.popleft()
         if running:
-            slot = self._admit_beside(free, request.evaluate, needed, request.apart)
+            slot = self._admit_beside(free, request, needed)
         else:
-            slot = self._lay_out_alone(request.evaluate, request.apart)
+            slot = self._lay_out_alone(request)
         slot.request = request
         slot.last_used = request.order
 
-    def _lay_out_alone(self, tokens: list[int], apart: int) -> Slot:
+    def _lay_out_alone(self, request: _Request) -> Slot:
         """A slot for a request that runs alone, in a cache laid out as a fresh engine's that
-        holds only the prefix of ``tokens`` the slots or the set-aside prefixes had."""
-        slot = self._cache.lay_out_alone(tokens, apart)
+        holds only the prefix of its prompt the slots or the set-aside prefixes had."""
+        slot = self._cache.lay_out_alone(request.evaluate, request.ends)
         self.fresh_layouts += 1
         self._alone = slot
         return slot
 
-    def _admit_beside(self, free: list[Slot], tokens: list[int], needed: int, apart: int) -> Slot:
+    def _admit_beside(self, free: list[Slot], request: _Request, needed: int) -> Slot:
         """A slot for a request admitted while others run, sharing what the cache holds."""
         self._alone = None  # the running request no longer has the cache to itself
         # Each slot's reusable prefix, worked out once (truncating the chosen slot to its own
         # prefix below changes none of them).
-        reusable = {s.seq_id: reusable_prefix(s, tokens, apart=apart) for s in self._slots}
+        reusable = {
+            s.seq_id: reusable_prefix(s, request.evaluate, request.ends) for s in self._slots
+        }
         slot = max(free, key=lambda s: (reusable[s.seq_id], -s.last_used))
         keep = reusable[slot.seq_id]
         self._cache.truncate(slot, keep)
@@ -273,11 +292,9 @@ class BatchingRunner(RequestRunner):
         request = slot.request
         tokens = request.evaluate
         start = len(slot.cached)
-        # Chunks end at multiples of PREFILL_CHUNK, so their shapes do not depend on the cache
-        # (and where the prompt is evaluated apart, there too).
-        end = min(len(tokens), (start // PREFILL_CHUNK + 1) * PREFILL_CHUNK)
-        if start < request.apart < end:
-            end = request.apart
+        # Chunks end where the prompt's own tokens say (``chunk_ends``), so their shapes do
+        # not depend on the cache.
+        end = next_end(request.ends, start)
         chunk = tokens[start:end]
         self._make_room(len(chunk))
         if slot.request is None:
@@ -290,8 +307,7 @@ class BatchingRunner(RequestRunner):
             self._cache.truncate(slot, 0)
             self._finish(slot, error)
             return
-        whole = end in (len(tokens), request.apart)
-        self._cache.evaluated(slot, chunk, whole_prompt=whole, alone=slot is self._alone)
+        self._cache.evaluated(slot, chunk, alone=slot is self._alone)
         if last:
             self._after_evaluation(slot, row=len(chunk) - 1)
 

@@ -256,7 +256,9 @@ def test_llamacpp_greedy_answers_do_not_depend_on_the_previous_call(llamacpp_eng
     cold = list(llamacpp_engine.generate(second, params))
     list(llamacpp_engine.generate(first, params))
     # The shared prefix is now cached, reusable in whole chunks.
-    assert max(slot.reusable for slot in llamacpp_engine._runner._slots) >= PREFILL_CHUNK
+    assert max(max(slot.ends, default=0) for slot in llamacpp_engine._runner._slots) >= (
+        PREFILL_CHUNK
+    )
     warm = list(llamacpp_engine.generate(second, params))
     assert warm == cold
     prompt_again = llamacpp_engine.next_token_logprobs(second, [0, 1])

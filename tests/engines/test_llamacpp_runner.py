@@ -19,7 +19,7 @@ import pytest
 
 from backend.engines.llamacpp_batch import NativeDecodeError
 from backend.engines.llamacpp_runner import MAX_UNREAD, PREFILL_CHUNK, BatchingRunner
-from backend.engines.llamacpp_slots import SlotCache
+from backend.engines.llamacpp_slots import SlotCache, chunk_ends
 from tests.waiting import wait_for
 
 VOCAB = 97
@@ -291,24 +291,29 @@ def test_set_aside_prefixes_are_bounded_least_recently_used_first():
     slot = cache.slots[0]
 
     def evaluated_alone(tokens: list[int]) -> None:
-        slot = cache.lay_out_alone(tokens)
-        start = len(slot.cached)
-        native.kv.setdefault(slot.seq_id, []).extend(
-            (p, t) for p, t in enumerate(tokens) if p >= start
-        )
-        slot.cached = list(tokens)
-        slot.reusable = slot.fresh = len(tokens) // PREFILL_CHUNK * PREFILL_CHUNK
+        ends = chunk_ends(tokens)
+        slot = cache.lay_out_alone(tokens, ends)
+        for end in ends:
+            if end > len(slot.cached):
+                chunk = tokens[len(slot.cached) : end]
+                native.kv.setdefault(slot.seq_id, []).extend(
+                    (len(slot.cached) + i, t) for i, t in enumerate(chunk)
+                )
+                cache.evaluated(slot, chunk, alone=True)
 
-    prefixes = [[k] * PREFILL_CHUNK for k in (1, 2, 3)]
-    for prefix in prefixes:
-        evaluated_alone([*prefix, 0])
-    evaluated_alone([4])
-    assert list(cache.set_aside) == [tuple(p) for p in prefixes]
-    one = len(cache.set_aside[tuple(prefixes[0])])
-    cache._set_aside_bytes = 2 * one  # room for two: the least recently used goes
-    evaluated_alone([*prefixes[0], 7])  # puts the first back: now the most recently used
-    assert list(cache.set_aside) == [tuple(prefixes[2]), tuple(prefixes[0])]
-    assert slot.cached[:PREFILL_CHUNK] == prefixes[0]
+    prompts = [[k] * PREFILL_CHUNK + [0] for k in (1, 2, 3)]  # each set aside whole
+    for prompt in prompts:
+        evaluated_alone(prompt)
+    evaluated_alone([4, 4])
+    assert list(cache.set_aside) == [tuple(p) for p in prompts]
+    one = len(cache.set_aside[tuple(prompts[0])].cells)
+    two = len(cache.set_aside[tuple(prompts[1])].cells)
+    cache._set_aside_bytes = one + two  # room for two long ones: the least recently used go
+    # Sets [4, 4] aside, then puts the first prompt's chunk back: the first is now the most
+    # recently used, and the second and third go.
+    evaluated_alone([*prompts[0][:PREFILL_CHUNK], 7])
+    assert list(cache.set_aside) == [(4, 4), tuple(prompts[0])]
+    assert slot.cached[:PREFILL_CHUNK] == prompts[0][:PREFILL_CHUNK]
 
 
 def test_a_prefix_computed_beside_another_request_is_not_reused_alone(make_runner):
