@@ -257,13 +257,17 @@ def test_forced_and_streamed_calls_match_a_strict_schema(small_backend):
 
 
 def test_concurrent_chats_are_decoded_together_and_keep_their_own_answers(small_backend):
-    """Four requests at once: each answer is its own, and the engine decoded them together."""
+    """Four requests at once: each answer is its own, and the engine decoded them together.
+
+    Each answer runs several tokens (the word written over), so that the first is still
+    being decoded when the others' prompts, each evaluated in a few chunks, are in."""
     from concurrent.futures import ThreadPoolExecutor
 
     words = ["apple", "river", "candle", "violin"]
 
     def repeat(word: str) -> str:
-        request = _ask(f"Repeat this word exactly, and nothing else: {word}", max_tokens=24)
+        text = f"Write the word {word} five times, separated by spaces, and nothing else."
+        request = _ask(text, max_tokens=24)
         return small_backend.chat(request).choices[0].message.content.lower()
 
     engine = small_backend._chat.get()
