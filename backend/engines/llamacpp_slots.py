@@ -48,8 +48,8 @@ def chunk_ends(
 ) -> list[int]:
     """Where the chunks that evaluate ``tokens`` as a prompt end, in order: at multiples of
     ``PREFILL_CHUNK``, before every token in ``cut_before`` (a message's first token), at
-    ``apart`` and at the prompt's end. What a chunk ends at depends on the tokens before it
-    only, so two prompts sharing a prefix cut it alike up to any end they share."""
+    ``apart`` and at the prompt's end. Inside a prefix two prompts share (and not at ``apart``
+    or an end), they are cut alike: the cuts there follow from the shared tokens alone."""
     count = len(tokens)
     ends = set(range(PREFILL_CHUNK, count, PREFILL_CHUNK))
     if cut_before:
