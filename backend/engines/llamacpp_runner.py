@@ -29,7 +29,6 @@ resumed from its prompt and the tokens it produced (vLLM's recompute preemption)
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from backend.engines.llamacpp_batch import NativeBatch
@@ -41,7 +40,7 @@ from backend.engines.llamacpp_slots import (
     next_end,
     reusable_prefix,
 )
-from backend.engines.prompt_tree import suffix_batches
+from backend.engines.llamacpp_suffix_scoring import SuffixScoring
 from backend.engines.request_runner import END, RequestRunner, RunnerRequest, stop_asked
 
 logger = logging.getLogger(__name__)
@@ -65,7 +64,7 @@ class _Request(RunnerRequest):
     ends: list[int] = field(default_factory=list)
 
 
-class BatchingRunner(RequestRunner):
+class BatchingRunner(SuffixScoring, RequestRunner):
     """Runs generations and scorings on one llama.cpp context, batching those that overlap.
 
     Args:
@@ -130,48 +129,6 @@ class BatchingRunner(RequestRunner):
     def close(self) -> None:
         super().close()
         self._batch.free()
-
-    def score_suffixes(
-        self,
-        groups: Sequence[tuple[list[int], list[list[int]]]],
-        score: Callable[..., object],
-        hidden: bool = False,
-    ) -> list[list]:
-        """For each (prefix, suffixes) group, ``score(logits)`` after ``prefix + suffix`` for
-        each suffix, in order: the prefix is evaluated once (or reused from the cache), the
-        suffixes together on top of it. The groups are submitted together.
-
-        A group of one suffix shares nothing: it is scored as one prompt, evaluated as a lone
-        prompt always is (its last token evaluated alone on top of the rest moves P(yes)
-        beyond what an engine with a clean cache reads, benchmarks/README.md). With
-        ``hidden``, each is ``score(logits, hidden state)`` at the suffix's last token,
-        always evaluated in a batch of last tokens (``NativeBatch.score_ends``), a lone
-        prompt's too (its prefix all but its last token): every reading is laid out alike.
-
-        Raises:
-            ValueError: a prefix is empty, a suffix empty or longer than one evaluation
-                holds, or the runner has no sequences for suffixes.
-        """
-        if not self._suffix_seqs:
-            raise ValueError("this runner was made without sequences for suffixes")
-        requests = []
-        for prefix, suffixes in groups:
-            if not prefix or any(not 0 < len(s) <= self._batch_tokens for s in suffixes):
-                raise ValueError(
-                    f"need a prefix and suffixes of 1 to {self._batch_tokens} tokens each"
-                )
-            whole = [*prefix, *suffixes[0]]
-            evaluate, ends = (whole[:-1], [whole[-1:]]) if hidden else (whole, None)
-            if len(suffixes) > 1:
-                evaluate, ends = list(prefix), [list(s) for s in suffixes]
-            request = _Request(evaluate, 0, None, score, lambda: False, frozenset())
-            request.suffixes, request.hidden = ends, hidden
-            requests.append(request)
-        scored = self._await_scorings(requests)
-        return [
-            result if request.suffixes is not None else [result]
-            for request, result in zip(requests, scored, strict=True)
-        ]
 
     # ------------------------------------------------------------------ the runner thread
 
@@ -375,38 +332,6 @@ class BatchingRunner(RequestRunner):
         request.results.put(token)
         if token in request.end_ids or len(request.generated) >= request.budget:
             self._finish(slot)
-
-    def _score_suffixes(self, slot: Slot) -> None:
-        """Score every suffix of the slot's request on top of its evaluated prompt.
-
-        Each suffix runs in a sequence of its own that shares the prompt's cells
-        (``llama_memory_seq_cp``; llama.cpp's sequences share KV cells), so it attends to the
-        prompt and itself only, at the positions it would have alone. As many suffixes as
-        fit go into one evaluation; their sequences are emptied after it.
-        """
-        request = slot.request
-        base = len(slot.cached)
-        results: list[object] = []
-        for group in suffix_batches(request.suffixes, len(self._suffix_seqs), self._batch_tokens):
-            self._make_room(sum(len(suffix) for suffix in group))
-            if slot.request is None:
-                return  # set aside to free the cache; it is scored again when resumed
-            entries: list[tuple[int, int, int, bool]] = []
-            rows: list[int] = []  # each suffix's last entry
-            try:
-                for seq_id, suffix in zip(self._suffix_seqs, group, strict=False):
-                    self._native.llama_memory_seq_cp(self._memory, slot.seq_id, seq_id, 0, base)
-                    entries += [(seq_id, token, base + i, False) for i, token in enumerate(suffix)]
-                    rows.append(len(entries) - 1)
-                results += self._batch.score_ends(entries, rows, request.score, request.hidden)
-            except BaseException as error:  # noqa: BLE001 - handed to the request
-                self._finish(slot, error)
-                return
-            finally:
-                for seq_id in self._suffix_seqs[: len(group)]:
-                    self._native.llama_memory_seq_rm(self._memory, seq_id, 0, -1)
-        request.results.put(results)
-        self._release(slot)
 
     def _finish(self, slot: Slot, error: BaseException | None = None) -> None:
         slot.request.results.put(error if error is not None else END)
