@@ -18,12 +18,17 @@ A request is answered in one of two ways, each a type of its own:
 
 from __future__ import annotations
 
-import json
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.chat.call_checks import CallKey, answered_calls, conversation_text
+from backend.chat.call_checks import (
+    CallKey,
+    answered_calls,
+    conversation_text,
+    last_calls_written,
+    parsed_arguments,
+)
 from backend.chat.tool_calls import (
     SEVERAL_CALLS_FORMAT,
     call_constraint,
@@ -69,6 +74,9 @@ class AnswerOrCall:
     #: The calls the conversation already holds with their results (``call_key``): a reply
     #: never repeats one (``backend.chat.call_checks``).
     answered: frozenset[CallKey] = frozenset()
+    #: After tool results: the tokens of a call repeating the last reply's calls, as the
+    #: constraint writes it (``call_checks.last_calls_written``): ``call``'s draft.
+    repeat: tuple[int, ...] = ()
     #: The tools offered, and what the conversation says (``conversation_text``): what
     #: finding made-up arguments needs (``backend.chat.call_checks``).
     tools: tuple[ToolDefinition, ...] = ()
@@ -97,7 +105,7 @@ def _template_message(message: ChatMessage) -> dict[str, Any]:
                 "type": "function",
                 "function": {
                     "name": call.function.name,
-                    "arguments": _arguments(call.function.arguments),
+                    "arguments": parsed_arguments(call.function.arguments),
                 },
             }
             for call in message.tool_calls
@@ -134,13 +142,6 @@ def _with_tool_results_as_user_turn(messages: Sequence[ChatMessage]) -> list[dic
     }
     head = messages[: start - 1] if caller else messages[:start]
     return [_template_message(m) for m in head] + [results]
-
-
-def _arguments(arguments: str) -> Any:
-    try:
-        return json.loads(arguments)
-    except json.JSONDecodeError:
-        return arguments
 
 
 def render_prompt(
@@ -224,6 +225,7 @@ def render_prompt(
         plain=Generation(tokens(plain), constraint=answer_format),
         tool_need=tool_need,
         answered=answered_calls(messages),
+        repeat=tuple(tokens(last_calls_written(messages, parallel_calls))),
         tools=tuple(active_tools),
         said=conversation_text(messages),
         continued=continued,

@@ -69,6 +69,12 @@ class SamplingParams:
             whole (a tool call generated from the answer's prompt and the call's opening,
             ``backend.chat.generation``); the llama.cpp engine does, others may evaluate the
             prompt whole. 0: the prompt as a whole.
+        draft: tokens the generation is likely to write first (a call that repeats the
+            conversation's last one, ``backend.chat.generation``). An engine that can checks
+            them in one evaluation and keeps the tokens its choices agree with, each chosen
+            from its row as a decode step would (the llama.cpp engine; prompt-lookup
+            decoding): the same tokens, drawn from the same distributions, in fewer steps.
+            Others ignore it.
     """
 
     max_new_tokens: int
@@ -79,6 +85,7 @@ class SamplingParams:
     greedy_opening: int = 0
     opening_decided: Callable[[Sequence[int]], bool] | None = None
     evaluated_apart: int = 0
+    draft: tuple[int, ...] = ()
 
     @property
     def greedy(self) -> bool:

@@ -4,7 +4,8 @@ On a CPU, decoding one token reads every weight of the model; decoding four toke
 conversations in the same call reads them once. A single thread (the runner) owns the llama.cpp
 context and loops: admit waiting requests into free sequence slots, evaluate one prompt chunk,
 then advance every running generation by one token in one batched ``llama_decode``, and hand
-each new token to its request's queue. A lone request runs exactly as it would alone.
+each new token to its request's queue (a generation with a draft, by as many tokens as its
+choices keep of it: ``_verify_draft``). A lone request runs exactly as it would alone.
 
 Prompts are evaluated in chunks of at most ``PREFILL_CHUNK`` tokens, each in a call of its own,
 cut where the prompt's own tokens say (``llamacpp_slots.chunk_ends``). A prompt's numbers
@@ -47,6 +48,8 @@ logger = logging.getLogger(__name__)
 
 #: Tokens a generation may run ahead of its reader before it pauses.
 MAX_UNREAD = 8
+#: Draft tokens checked by a generation's first evaluation of its draft (``_verify_draft``).
+FIRST_DRAFT_WINDOW = 4
 _READER_POLL_SECONDS = 0.002
 
 
@@ -269,6 +272,10 @@ class BatchingRunner(SuffixScoring, RequestRunner):
             self._after_evaluation(slot, row=len(chunk) - 1)
 
     def _decode_step(self, slots: list[Slot]) -> None:
+        drafted = [slot for slot in slots if _draft_ahead(slot.request)]
+        for slot in drafted:
+            self._verify_draft(slot)
+        slots = [slot for slot in slots if slot not in drafted]
         self._make_room(len(slots))
         slots = [slot for slot in slots if slot.request is not None]
         if not slots:
@@ -287,6 +294,40 @@ class BatchingRunner(SuffixScoring, RequestRunner):
         for row, slot in enumerate(slots):
             slot.cached.append(slot.request.generated[-1])
             self._after_evaluation(slot, row)
+
+    def _verify_draft(self, slot: Slot) -> None:
+        """Evaluate the request's last token and the next draft tokens in one call, and choose
+        a token from each row in turn, as decode steps would, up to the first that differs
+        from the draft: every token kept was chosen from the row of the tokens before it
+        (prompt-lookup decoding, vLLM's n-gram speculation). The rows after it, evaluated on
+        draft tokens not chosen, are dropped from the cache."""
+        request = slot.request
+        generated = len(request.generated)
+        # At least FIRST_DRAFT_WINDOW tokens, then as many as have been kept: a draft that
+        # misses early costs few rows, one that holds is checked in few evaluations.
+        window = min(max(FIRST_DRAFT_WINDOW, generated), self._batch_tokens - 1)
+        drafted = list(request.draft[generated : generated + window])
+        tokens = [request.generated[-1], *drafted]
+        start = len(slot.cached)
+        self._make_room(len(tokens))
+        if slot.request is None:
+            return  # it was the one set aside
+        try:
+            entries = [(slot.seq_id, token, start + i, True) for i, token in enumerate(tokens)]
+            self._batch.decode(entries, wants_logits=True)
+        except BaseException as error:  # noqa: BLE001 - handed to the request
+            self._cache.truncate(slot, 0)
+            self._finish(slot, error)
+            return
+        for row, token in enumerate(tokens):
+            slot.cached.append(token)
+            self._after_evaluation(slot, row)
+            if slot.request is not request:
+                break  # finished
+            if row < len(drafted) and request.generated[-1] != drafted[row]:
+                request.draft = ()
+                break
+        self._native.llama_memory_seq_rm(self._memory, slot.seq_id, len(slot.cached), -1)
 
     def _make_room(self, cells: int) -> None:
         """Free ``cells`` KV cells: drop idle slots' caches (least recently used first), then
@@ -339,3 +380,17 @@ class BatchingRunner(SuffixScoring, RequestRunner):
 
     def _release(self, slot: Slot) -> None:
         slot.request = None
+
+
+def _draft_ahead(request: _Request) -> bool:
+    """Whether the request's tokens so far are its draft's first ones, with more to come (a
+    draft is dropped once a chosen token leaves it)."""
+    generated = len(request.generated)
+    if not request.draft or request.score is not None:
+        return False
+    if not 0 < generated < len(request.draft) or (
+        request.generated[-1] != request.draft[generated - 1]
+    ):
+        request.draft = ()
+        return False
+    return True

@@ -53,6 +53,9 @@ class RunnerRequest:
     #: The prompt's first ``apart`` tokens are evaluated as that prompt alone would be, the
     #: rest after them (``SamplingParams.evaluated_apart``); 0: the prompt as a whole.
     apart: int = 0
+    #: Tokens the generation is likely to write first (``SamplingParams.draft``); a runner
+    #: that verifies drafts drops it at the first token chosen otherwise.
+    draft: tuple[int, ...] = ()
 
 
 def stop_asked(request: RunnerRequest) -> bool:
@@ -95,11 +98,14 @@ class RequestRunner(abc.ABC):
         should_stop: Callable[[], bool],
         end_ids: frozenset[int],
         apart: int = 0,
+        draft: Sequence[int] = (),
     ) -> Iterator[int]:
         """Yield generated tokens as the runner produces them; closing cancels the request.
-        ``apart``: see ``RunnerRequest.apart`` (a runner may evaluate the prompt whole)."""
+        ``apart``: see ``RunnerRequest.apart`` (a runner may evaluate the prompt whole);
+        ``draft``: see ``RunnerRequest.draft`` (a runner may ignore it)."""
         request = self.request_type(prompt, budget, choose, None, should_stop, end_ids)
         request.apart = apart if 0 < apart < len(prompt) else 0
+        request.draft = tuple(draft)
         self._submit(request)
         try:
             while (item := request.results.get()) is not END:
@@ -225,7 +231,13 @@ class RunnerChatEngine(ChatEngine):
             return
         choose = self._chooser(params, constraint)
         yield from self._runner.generate(
-            prompt, budget, choose, should_stop, self.eos_token_ids, params.evaluated_apart
+            prompt,
+            budget,
+            choose,
+            should_stop,
+            self.eos_token_ids,
+            params.evaluated_apart,
+            params.draft,
         )
 
     @abc.abstractmethod

@@ -19,6 +19,7 @@ from backend.chat.call_checks import (
     UNFOUNDED_RESULT,
     answered_calls,
     call_key,
+    last_calls_written,
     unfounded_arguments,
 )
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall, ToolDefinition
@@ -100,6 +101,38 @@ def test_the_call_asks_for_the_answers_prompt_to_be_evaluated_apart():
     free, call = engine.prompts
     assert call[: len(free)] == free
     assert [p.evaluated_apart for p in engine.params] == [0, len(free)]
+
+
+def test_the_call_after_results_has_the_repeat_of_the_last_reply_as_its_draft():
+    """An engine that verifies drafts checks the repeat in one evaluation
+    (``SamplingParams.draft``); the free answer and a first call have no draft."""
+    engine = ChainEngine()
+    _chat(engine, _after_find_customer())
+    free, call = engine.params
+    assert free.draft == ()
+    repeat = '[{"name": "find_customer", "arguments": {"name": "Jun Seo"}}]'
+    assert engine.tokenizer.decode(list(call.draft)) == repeat
+    first = ChainEngine()
+    _chat(first, [{"role": "user", "content": QUESTION}])
+    assert [p.draft for p in first.params] == [(), ()]
+
+
+def test_last_calls_written_is_the_last_reply_s_calls_as_the_constraint_writes_them():
+    calls = [
+        ToolCall(id=f"call_{i}", function=FunctionCall(name="f", arguments=f'{{"n":{i}}}'))
+        for i in (1, 2)
+    ]
+    messages = [
+        ChatMessage(role="user", content="go"),
+        ChatMessage(role="assistant", content=None, tool_calls=calls),
+        ChatMessage(role="tool", tool_call_id="call_1", content="one"),
+        ChatMessage(role="tool", tool_call_id="call_2", content="서울"),
+    ]
+    several = '[{"name": "f", "arguments": {"n": 1}}, {"name": "f", "arguments": {"n": 2}}]'
+    assert last_calls_written(messages, several=True) == several
+    assert last_calls_written(messages, several=False) == '{"name": "f", "arguments": {"n": 1}}'
+    assert last_calls_written(messages[:2], several=True) == ""  # no result yet
+    assert last_calls_written(messages[:1], several=True) == ""
 
 
 def test_with_both_results_the_model_answers_from_the_prompt_with_tools():
