@@ -256,20 +256,27 @@ class BatchingRunner(SuffixScoring, RequestRunner):
         # not depend on the cache.
         end = next_end(request.ends, start)
         chunk = tokens[start:end]
-        self._make_room(len(chunk))
-        if slot.request is None:
-            return  # it was the one set aside
         last = end == len(tokens)
-        try:
-            entries = [(slot.seq_id, token, start + i, False) for i, token in enumerate(chunk)]
-            self._batch.decode(entries, wants_logits=last)
-        except BaseException as error:  # noqa: BLE001 - handed to the request
-            self._cache.truncate(slot, 0)
-            self._finish(slot, error)
+        entries = [(slot.seq_id, token, start + i, False) for i, token in enumerate(chunk)]
+        if not self._evaluate(slot, entries, wants_logits=last):
             return
         self._cache.evaluated(slot, chunk, alone=slot is self._alone)
         if last:
             self._after_evaluation(slot, row=len(chunk) - 1)
+
+    def _evaluate(self, slot: Slot, entries: list, wants_logits: bool) -> bool:
+        """Evaluate ``entries`` of the slot's request once there is room for them. False
+        when the request was set aside to make room, or failed (and was handed the error)."""
+        self._make_room(len(entries))
+        if slot.request is None:
+            return False  # it was the one set aside
+        try:
+            self._batch.decode(entries, wants_logits=wants_logits)
+        except BaseException as error:  # noqa: BLE001 - handed to the request
+            self._cache.truncate(slot, 0)
+            self._finish(slot, error)
+            return False
+        return True
 
     def _decode_step(self, slots: list[Slot]) -> None:
         drafted = [slot for slot in slots if _draft_ahead(slot.request)]
@@ -309,15 +316,8 @@ class BatchingRunner(SuffixScoring, RequestRunner):
         drafted = list(request.draft[generated : generated + window])
         tokens = [request.generated[-1], *drafted]
         start = len(slot.cached)
-        self._make_room(len(tokens))
-        if slot.request is None:
-            return  # it was the one set aside
-        try:
-            entries = [(slot.seq_id, token, start + i, True) for i, token in enumerate(tokens)]
-            self._batch.decode(entries, wants_logits=True)
-        except BaseException as error:  # noqa: BLE001 - handed to the request
-            self._cache.truncate(slot, 0)
-            self._finish(slot, error)
+        entries = [(slot.seq_id, token, start + i, True) for i, token in enumerate(tokens)]
+        if not self._evaluate(slot, entries, wants_logits=True):
             return
         for row, token in enumerate(tokens):
             slot.cached.append(token)

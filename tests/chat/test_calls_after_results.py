@@ -118,16 +118,7 @@ def test_the_call_after_results_has_the_repeat_of_the_last_reply_as_its_draft():
 
 
 def test_last_calls_written_is_the_last_reply_s_calls_as_the_constraint_writes_them():
-    calls = [
-        ToolCall(id=f"call_{i}", function=FunctionCall(name="f", arguments=f'{{"n":{i}}}'))
-        for i in (1, 2)
-    ]
-    messages = [
-        ChatMessage(role="user", content="go"),
-        ChatMessage(role="assistant", content=None, tool_calls=calls),
-        ChatMessage(role="tool", tool_call_id="call_1", content="one"),
-        ChatMessage(role="tool", tool_call_id="call_2", content="서울"),
-    ]
+    messages = _f_called_twice(("call_1", "one"), ("call_2", "서울"))
     several = '[{"name": "f", "arguments": {"n": 1}}, {"name": "f", "arguments": {"n": 2}}]'
     assert last_calls_written(messages, several=True) == several
     assert last_calls_written(messages, several=False) == '{"name": "f", "arguments": {"n": 1}}'
@@ -263,16 +254,21 @@ def test_call_key_ignores_key_order_and_spacing():
     assert call_key("f", "not json") == ("f", '"not json"')  # compared as the text it is
 
 
-def test_answered_calls_counts_only_calls_with_a_result():
+def _f_called_twice(*results: tuple[str, str]) -> list[ChatMessage]:
+    """A reply calling ``f`` twice (``call_1``, ``call_2``), then ``results`` (call id, text)."""
     calls = [
         ToolCall(id=f"call_{i}", function=FunctionCall(name="f", arguments=f'{{"n": {i}}}'))
         for i in (1, 2)
     ]
-    messages = [
+    return [
         ChatMessage(role="user", content="go"),
         ChatMessage(role="assistant", content=None, tool_calls=calls),
-        ChatMessage(role="tool", tool_call_id="call_2", content="two"),
+        *(ChatMessage(role="tool", tool_call_id=i, content=text) for i, text in results),
     ]
+
+
+def test_answered_calls_counts_only_calls_with_a_result():
+    messages = _f_called_twice(("call_2", "two"))
     assert answered_calls(messages) == {call_key("f", '{"n":2}')}
     assert answered_calls(messages[:2]) == frozenset()
 

@@ -1,6 +1,7 @@
-"""What the transformers engine's batching tests share: the small model in float32 on the CPU
-(where batching changes only the last bits, so greedy answers are identical), loaded once, and
-its greedy answers to eight questions of different lengths, each asked alone."""
+"""What the engine tests share: for the transformers engine's batching tests, the small model in
+float32 on the CPU (where batching changes only the last bits, so greedy answers are
+identical), loaded once, and its greedy answers to eight questions of different lengths, each
+asked alone; for the llama.cpp runner's tests, runners on a stand-in for llama.cpp."""
 
 from __future__ import annotations
 
@@ -42,3 +43,32 @@ def greedy_alone(float32_engine) -> list[list[int]]:
 
     prompts = [_chat_ids(float32_engine, question) for question in QUESTIONS]
     return [list(float32_engine.generate(prompt, GREEDY)) for prompt in prompts]
+
+
+@pytest.fixture
+def make_runner():
+    """Makes llama.cpp batching runners on the runner tests' stand-in for llama.cpp
+    (``tests.engines.test_llamacpp_runner.FakeLlamaCpp``), closed after the test."""
+    from backend.engines.llamacpp_runner import BatchingRunner
+    from tests.engines.test_llamacpp_runner import HIDDEN, VOCAB, FakeLlamaCpp
+
+    runners = []
+
+    def make(cells: int = 4096, slots: int = 4, step_delay: float = 0.0, suffix_sequences=4):
+        native = FakeLlamaCpp(cells, step_delay)
+        runner = BatchingRunner(
+            "ctx",
+            VOCAB,
+            slots=slots,
+            kv_cells=cells,
+            native=native,
+            suffix_sequences=suffix_sequences,
+            batch_tokens=256,
+            n_embd=HIDDEN,
+        )
+        runners.append(runner)
+        return runner, native
+
+    yield make
+    for runner in runners:
+        runner.close()

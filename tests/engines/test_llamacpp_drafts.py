@@ -6,24 +6,19 @@ of a missed draft left in the cache fail loudly)."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 import pytest
 
-from backend.engines.llamacpp_runner import FIRST_DRAFT_WINDOW, BatchingRunner
-from tests.engines.test_llamacpp_runner import END, VOCAB, FakeLlamaCpp, expected_answer, greedy
-from tests.waiting import wait_for
+from backend.engines.llamacpp_runner import FIRST_DRAFT_WINDOW
+from tests.engines.test_llamacpp_runner import (
+    END,
+    VOCAB,
+    expected_answer,
+    greedy,
+    run_together,
+)
 
 PROMPT = list(range(1, 20))
-
-
-@pytest.fixture
-def runner_and_native():
-    native = FakeLlamaCpp(4096)
-    runner = BatchingRunner("ctx", VOCAB, slots=2, kv_cells=4096, native=native)
-    yield runner, native
-    runner.close()
 
 
 def generate(runner, prompt, budget, draft=(), choose=greedy):
@@ -31,8 +26,8 @@ def generate(runner, prompt, budget, draft=(), choose=greedy):
     return list(runner.generate(prompt, budget, choose, lambda: False, ends, 0, draft))
 
 
-def test_a_draft_the_model_agrees_with_is_kept_in_few_evaluations(runner_and_native):
-    runner, native = runner_and_native
+def test_a_draft_the_model_agrees_with_is_kept_in_few_evaluations(make_runner):
+    runner, native = make_runner(slots=2)
     answer = expected_answer(PROMPT, 30)
     assert generate(runner, PROMPT, 30, draft=answer) == answer
     # The prompt, then the last token with the next 4, 6, 13 and 3 draft tokens (at least
@@ -42,8 +37,8 @@ def test_a_draft_the_model_agrees_with_is_kept_in_few_evaluations(runner_and_nat
 
 
 @pytest.mark.parametrize("miss", [0, 1, 3, 7, 12])
-def test_a_draft_that_misses_costs_its_rows_and_changes_no_token(runner_and_native, miss):
-    runner, native = runner_and_native
+def test_a_draft_that_misses_costs_its_rows_and_changes_no_token(make_runner, miss):
+    runner, native = make_runner(slots=2)
     answer = expected_answer(PROMPT, 20)
     draft = list(answer)
     draft[miss] = draft[miss] % (VOCAB - 1) + 1  # a token the model does not choose there
@@ -57,8 +52,8 @@ def test_a_draft_that_misses_costs_its_rows_and_changes_no_token(runner_and_nati
     assert generate(runner, longer, 3) == expected_answer(longer, 3)
 
 
-def test_the_draft_stops_at_the_budget_and_at_the_end(runner_and_native):
-    runner, native = runner_and_native
+def test_the_draft_stops_at_the_budget_and_at_the_end(make_runner):
+    runner, native = make_runner(slots=2)
     answer = expected_answer(PROMPT, 12)
     assert generate(runner, PROMPT, 3, draft=answer) == answer[:3]
     ending = [*answer[:2], END]
@@ -71,10 +66,10 @@ def test_the_draft_stops_at_the_budget_and_at_the_end(runner_and_native):
     assert generate(runner, PROMPT, 12, draft=[*ending, 5, 5], choose=end_third) == ending
 
 
-def test_each_row_is_chosen_by_the_request_s_own_chooser_in_order(runner_and_native):
+def test_each_row_is_chosen_by_the_request_s_own_chooser_in_order(make_runner):
     """A stateful chooser (a constraint, a seeded draw) sees the rows one by one, each after
     the tokens it chose before, as in decode steps."""
-    runner, _ = runner_and_native
+    runner, _ = make_runner(slots=2)
     answer = expected_answer(PROMPT, 10)
     seen: list[int] = []
 
@@ -85,22 +80,10 @@ def test_each_row_is_chosen_by_the_request_s_own_chooser_in_order(runner_and_nat
     assert generate(runner, PROMPT, 10, draft=answer, choose=recording) == answer == seen
 
 
-def test_a_drafted_generation_runs_beside_others_and_neither_changes(runner_and_native):
-    runner, native = runner_and_native
+def test_a_drafted_generation_runs_beside_others_and_neither_changes(make_runner):
+    runner, native = make_runner(slots=2)
     prompts = [PROMPT, [4] * 11]
-    answers: dict[int, list[int]] = {}
     drafts = [expected_answer(PROMPT, 2 * FIRST_DRAFT_WINDOW + 9), ()]
-
-    def run(i: int) -> None:
-        answers[i] = generate(runner, prompts[i], 40, draft=drafts[i])
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(2)]
-    native.gate.clear()
-    for thread in threads:
-        thread.start()
-    wait_for(lambda: len(runner._waiting) + len(runner._running()) == 2)
-    native.gate.set()
-    for thread in threads:
-        thread.join()
-    for i, prompt in enumerate(prompts):
-        assert answers[i] == expected_answer(prompt, 40)
+    jobs = [lambda i=i: generate(runner, prompts[i], 40, draft=drafts[i]) for i in range(2)]
+    answers = run_together(runner, native, jobs)
+    assert answers == [expected_answer(prompt, 40) for prompt in prompts]

@@ -12,6 +12,7 @@ import ctypes
 import pickle
 import threading
 import time
+from collections.abc import Callable
 from types import SimpleNamespace
 
 import numpy as np
@@ -153,32 +154,27 @@ def greedy(logits: np.ndarray) -> int:
     return int(np.argmax(logits))
 
 
-@pytest.fixture
-def make_runner():
-    runners = []
-
-    def make(cells: int = 4096, slots: int = 4, step_delay: float = 0.0, suffix_sequences=4):
-        native = FakeLlamaCpp(cells, step_delay)
-        runner = BatchingRunner(
-            "ctx",
-            VOCAB,
-            slots=slots,
-            kv_cells=cells,
-            native=native,
-            suffix_sequences=suffix_sequences,
-            batch_tokens=256,
-            n_embd=HIDDEN,
-        )
-        runners.append(runner)
-        return runner, native
-
-    yield make
-    for runner in runners:
-        runner.close()
-
-
 def generate(runner, prompt, budget, should_stop=lambda: False):
     return list(runner.generate(prompt, budget, greedy, should_stop, frozenset({END})))
+
+
+def run_together(runner, native, jobs: list[Callable[[], list[int]]]) -> list[list[int]]:
+    """Each job's answer, the jobs run on threads of their own and all submitted before the
+    runner evaluates anything (the first evaluation waits for the last submission)."""
+    answers: dict[int, list[int]] = {}
+
+    def run(i: int) -> None:
+        answers[i] = jobs[i]()
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(jobs))]
+    native.gate.clear()
+    for thread in threads:
+        thread.start()
+    wait_for(lambda: len(runner._waiting) + len(runner._running()) == len(jobs))
+    native.gate.set()
+    for thread in threads:
+        thread.join()
+    return [answers[i] for i in range(len(jobs))]
 
 
 def test_a_lone_generation_follows_its_prompt(make_runner):
@@ -199,19 +195,7 @@ def test_long_prompts_are_evaluated_in_aligned_chunks(make_runner):
 def test_concurrent_generations_share_decode_calls_and_keep_their_own_answers(make_runner):
     runner, native = make_runner(step_delay=0.002)
     prompts = [[i + 1] * (10 + i) for i in range(4)]
-    answers: dict[int, list[int]] = {}
-
-    def run(i: int) -> None:
-        answers[i] = generate(runner, prompts[i], 40)
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(4)]
-    native.gate.clear()  # the first prompt's evaluation waits until all four are submitted
-    for thread in threads:
-        thread.start()
-    wait_for(lambda: len(runner._waiting) + len(runner._running()) == 4)
-    native.gate.set()
-    for thread in threads:
-        thread.join()
+    answers = run_together(runner, native, [lambda p=p: generate(runner, p, 40) for p in prompts])
     for i, prompt in enumerate(prompts):
         assert answers[i] == expected_answer(prompt, 40)
     assert runner.largest_decode_batch == 4
