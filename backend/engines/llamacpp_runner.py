@@ -385,12 +385,10 @@ class BatchingRunner(SuffixScoring, RequestRunner):
 def _draft_ahead(request: _Request) -> bool:
     """Whether the request's tokens so far are its draft's first ones, with more to come (a
     draft is dropped once a chosen token leaves it)."""
+    if not request.draft:
+        return False
     generated = len(request.generated)
-    if not request.draft or request.score is not None:
-        return False
-    if not 0 < generated < len(request.draft) or (
-        request.generated[-1] != request.draft[generated - 1]
-    ):
-        request.draft = ()
-        return False
-    return True
+    if 0 < generated < len(request.draft) and request.generated[-1] == request.draft[generated - 1]:
+        return True
+    request.draft = ()
+    return False

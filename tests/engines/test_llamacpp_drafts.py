@@ -47,13 +47,12 @@ def test_a_draft_that_misses_costs_its_rows_and_changes_no_token(make_runner, mi
     assert native.batch_sizes[-(20 - miss - 1) :] == [1] * (20 - miss - 1)
     assert native.kv[0] == [(i, t) for i, t in enumerate([*PROMPT, *answer[:-1]])]
     # The next request reuses that cache as it would any other.
-    native.batch_sizes.clear()
     longer = [*PROMPT, *answer, 7]
     assert generate(runner, longer, 3) == expected_answer(longer, 3)
 
 
 def test_the_draft_stops_at_the_budget_and_at_the_end(make_runner):
-    runner, native = make_runner(slots=2)
+    runner, _ = make_runner(slots=2)
     answer = expected_answer(PROMPT, 12)
     assert generate(runner, PROMPT, 3, draft=answer) == answer[:3]
     ending = [*answer[:2], END]
