@@ -29,6 +29,7 @@ from backend.chat.call_checks import (
     last_calls_written,
     parsed_arguments,
 )
+from backend.chat.number_lists import spaced_number_lists
 from backend.chat.tool_calls import (
     SEVERAL_CALLS_FORMAT,
     call_constraint,
@@ -115,6 +116,14 @@ def _template_message(message: ChatMessage) -> dict[str, Any]:
     return entry
 
 
+def _with_spaced_lists(message: ChatMessage) -> ChatMessage:
+    """A user message as the model reads it in a request that offers tools: lists of numbers
+    typed without a space after the comma spaced (``backend.chat.number_lists``)."""
+    if message.role != "user" or not isinstance(message.content, str):
+        return message
+    return message.model_copy(update={"content": spaced_number_lists(message.content)})
+
+
 def _with_tool_results_as_user_turn(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
     """The conversation with its last tool call and results rewritten as one user turn, for
     answering from them without tools.
@@ -169,8 +178,9 @@ def render_prompt(
             "invalid request: the configured chat model has no chat template; configure an "
             "instruction-tuned model"
         )
-    conversation = _with_system([_template_message(m) for m in messages], answer_format)
     active_tools = list(tools or ()) if tool_choice != "none" else []
+    shown = [_with_spaced_lists(m) for m in messages] if active_tools else messages
+    conversation = _with_system([_template_message(m) for m in shown], answer_format)
     if not constrained and messages[-1].role == "tool" and tool_choice in (None, "auto"):
         # Calls parsed from free text are not reviewed (``backend.chat.call_checks`` needs
         # the call generated apart): without it the small models repeat the call they just
