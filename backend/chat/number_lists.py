@@ -4,10 +4,11 @@ that offers tools.
 Asked how much $5,000 grows to "after 3,7 and 15 years", the 1.5B model called
 ``compound_interest`` with ``years`` 37 and 15: it takes every comma between digits for a
 thousands separator, which JSON numbers drop. With a space after the comma ("3, 7 and 15") it
-makes the three calls (benchmarks/README.md, "Lists of numbers typed without spaces"). A comma between digits
-separates thousands only when exactly three digits follow it ("$5,000", "1,234,567"); any
-other ("3,7", "1990,2005") separates a list's items, and gets its space. A decimal comma
-("3,5 kg" for 3.5) reads as a list too: the model made it 35 before, and is not helped here.
+makes the three calls (benchmarks/README.md, "Lists of numbers typed without spaces"). A comma
+between digits separates thousands only when exactly three digits follow it ("$5,000",
+"1,234,567"); any other ("3,7", "1990,2005") separates a list's items, and gets its space. A
+decimal comma ("3,5 kg" for 3.5) reads as a list too: the model made it 35 before, and is not
+helped here.
 """
 
 from __future__ import annotations
