@@ -119,7 +119,7 @@ def _template_message(message: ChatMessage) -> dict[str, Any]:
 def _with_spaced_lists(message: ChatMessage) -> ChatMessage:
     """A user message as the model reads it in a request that offers tools: lists of numbers
     typed without a space after the comma spaced (``backend.chat.number_lists``)."""
-    if message.role != "user" or not isinstance(message.content, str):
+    if message.role != "user" or not message.content:
         return message
     return message.model_copy(update={"content": spaced_number_lists(message.content)})
 
