@@ -97,8 +97,8 @@ PARALLEL_SETS = {
     "parallel_many_heldout": "parallel_calls_many_heldout.jsonl",
     "parallel_combined": "parallel_calls_combined.jsonl",
     "parallel_combined_heldout": "parallel_calls_combined_heldout.jsonl",
-    # lists of numbers typed without a space after the comma ("3,8 and 11"), and numbers
-    # with thousands separators ("$5,000"): where a number ends
+    # lists of numbers typed without a space after the comma ("3,8 and 11"), beside numbers
+    # with thousands separators ("$5,000") that must stay whole
     "parallel_numbers": "parallel_calls_numbers.jsonl",
     "parallel_numbers_heldout": "parallel_calls_numbers_heldout.jsonl",
 }
