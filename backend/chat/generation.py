@@ -36,7 +36,7 @@ from backend.chat.call_checks import (
 from backend.chat.output import OutputEvent, OutputProcessor, ToolCallsFound
 from backend.chat.prompt import AnswerOrCall, Generation, RenderedPrompt
 from backend.chat.tool_calls import TOOL_RESPONSE_OPEN, opens_tool_call
-from backend.chat.tool_need import calls_are_wanted
+from backend.chat.tool_need import ToolNeedThresholds, calls_are_wanted
 from backend.engines.base import ChatEngine, SamplingParams
 from backend.protocol.schemas import TokenLogprob
 
@@ -56,7 +56,7 @@ def answer_events(
     params: SamplingParams,
     stop: Sequence[str],
     should_stop: Callable[[], bool],
-    tool_need_below: float | None = None,
+    tool_need_below: ToolNeedThresholds | None = None,
     logprobs: DescribeToken | None = None,
 ) -> Iterator[OutputEvent]:
     """The output events of the answer to ``prompt``.
@@ -65,7 +65,8 @@ def answer_events(
         stop: stop sequences; the text ends before the first one.
         should_stop: polled between tokens (a client that went away).
         tool_need_below: with ``AnswerOrCall``, a generated call is kept only if the model
-            finds the tool needed with at least this probability; None keeps every call.
+            finds the tool needed with at least the probability these thresholds set; None
+            keeps every call.
         logprobs: with logprobs asked (``params.top_logprobs`` set), what turns each token
             into its entry; the events then carry them (``backend.chat.output``).
     """
@@ -81,7 +82,7 @@ def _answer_or_call(
     params: SamplingParams,
     stop: Sequence[str],
     should_stop: Callable[[], bool],
-    tool_need_below: float | None,
+    tool_need_below: ToolNeedThresholds | None,
     logprobs: DescribeToken | None,
 ) -> Iterator[OutputEvent]:
     answer = _Reading(engine, prompt.answer, stop, should_stop, logprobs)

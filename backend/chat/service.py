@@ -17,6 +17,7 @@ from backend.chat.output import OutputEvent
 from backend.chat.prompt import RenderedPrompt, render_prompt
 from backend.chat.response_format import format_constraint
 from backend.chat.responses import PreparedAnswer
+from backend.chat.tool_need import ToolNeedThresholds
 from backend.engines.base import ChatEngine, JSONSchemaConstraint, SamplingParams
 from backend.protocol.catalogue import ModelCard
 from backend.protocol.errors import BadRequestError
@@ -41,7 +42,7 @@ class ChatService:
         self,
         engine: ChatEngine,
         turn: Callable[[], AbstractContextManager],
-        tool_need_below: float | None = None,
+        tool_need_below: ToolNeedThresholds | None = None,
     ) -> None:
         self.engine = engine
         self._turn = turn

@@ -13,25 +13,23 @@ model made as one. The threshold is chosen by cross-validation over our own case
 read close to those it does, so it sits midway between the nearest readings of the two. The
 0.5B model's readings all sit near 0.5, so its profile has no check (the readings measured
 are in benchmarks/README.md).
+
+Where several tools are offered they are listed in the question. Asked about a lookup alone
+("is it necessary to use find_employee_id?" for Lena Fischer's email) the model reads it as
+unneeded, since the message asks for an email, not an id; shown the tool that takes the id
+beside it, it reads the lookup as needed. With one tool there is nothing to list and the
+question is asked as before. The two questions read on different scales, so each has its own
+threshold (``ToolNeedThresholds``).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
 from backend.chat.yes_no import YesNoReader
 from backend.engines.base import ChatEngine
-
-#: P(yes) below which a call that ``tool_choice: auto`` generated is dropped as unwanted, per
-#: model profile; None: no check.
-TOOL_NEED_THRESHOLDS: dict[str, float | None] = {"default": 0.55, "small": None}
-
-SYSTEM = "You are a helpful assistant. Answer yes or no."
-QUESTION = (
-    'Message: {message}\n\nTo reply to this message, is it necessary to use the tool "{name}" '
-    "({description})? Answer yes or no."
-)
 
 
 @dataclass(frozen=True)
@@ -42,20 +40,85 @@ class ToolNeedCheck:
     message: str
     descriptions: dict[str, str]
 
+    @property
+    def among_tools(self) -> bool:
+        """Whether the question lists the offered tools: more than one is offered."""
+        return len(self.descriptions) > 1
 
-def call_is_wanted(engine: ChatEngine, check: ToolNeedCheck, name: str, threshold: float) -> bool:
-    """Whether P(yes) that replying to the message needs tool ``name`` reaches ``threshold``."""
+
+@dataclass(frozen=True)
+class ToolNeedThresholds:
+    """P(yes) below which a call that ``tool_choice: auto`` generated is dropped as unwanted:
+    read from ``QUESTION`` where one tool is offered, from ``QUESTION_AMONG_TOOLS`` where
+    several are."""
+
+    alone: float
+    among_tools: float
+
+    def for_check(self, check: ToolNeedCheck) -> float:
+        return self.among_tools if check.among_tools else self.alone
+
+
+#: Per model profile; None: no check.
+TOOL_NEED_THRESHOLDS: dict[str, ToolNeedThresholds | None] = {
+    "default": ToolNeedThresholds(alone=0.55, among_tools=0.59),
+    "small": None,
+}
+
+SYSTEM = "You are a helpful assistant. Answer yes or no."
+QUESTION = (
+    'Message: {message}\n\nTo reply to this message, is it necessary to use the tool "{name}" '
+    "({description})? Answer yes or no."
+)
+#: The message and the tools come first, so that the prompt asked about a second tool reuses
+#: the first one's evaluated prefix.
+QUESTION_AMONG_TOOLS = (
+    "Message: {message}\n\nTools:\n{tool_list}\n\nTo reply to this message, is it "
+    'necessary to use the tool "{name}"? Answer yes or no.'
+)
+
+
+def tool_list(descriptions: dict[str, str]) -> str:
+    """The offered tools as ``QUESTION_AMONG_TOOLS`` lists them, one line each: the name and
+    what the description says. A first line that only repeats the tool's signature
+    (LlamaIndex's ``FunctionTool`` writes ``name(arg: 'str') -> 'str'`` above the docstring)
+    is left out: through LlamaIndex it moved the readings enough to drop a lookup its
+    message asked for and keep a weather call for a greeting (benchmarks/README.md)."""
+    return "\n".join(f"- {name}: {_said(name, text)}" for name, text in descriptions.items())
+
+
+def _said(name: str, description: str) -> str:
+    lines = [line.strip() for line in description.splitlines() if line.strip()]
+    if len(lines) > 1 and re.match(rf"{re.escape(name)}\s*\(", lines[0]):
+        lines = lines[1:]
+    return " ".join(lines)
+
+
+def question(check: ToolNeedCheck, name: str) -> str:
+    """What the model is asked about tool ``name``: alone, or among the offered tools."""
+    if check.among_tools:
+        listed = tool_list(check.descriptions)
+        return QUESTION_AMONG_TOOLS.format(message=check.message, tool_list=listed, name=name)
+    description = check.descriptions.get(name, "")
+    return QUESTION.format(message=check.message, name=name, description=description)
+
+
+def call_is_wanted(
+    engine: ChatEngine, check: ToolNeedCheck, name: str, thresholds: ToolNeedThresholds
+) -> bool:
+    """Whether P(yes) that replying to the message needs tool ``name`` reaches the threshold
+    of the question asked."""
     reader = YesNoReader(engine)
-    question = QUESTION.format(
-        message=check.message, name=name, description=check.descriptions.get(name, "")
-    )
-    conversation = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}]
-    return reader.probability(reader.prompt_ids(conversation)) >= threshold
+    conversation = [
+        {"role": "system", "content": SYSTEM},
+        {"role": "user", "content": question(check, name)},
+    ]
+    return reader.probability(reader.prompt_ids(conversation)) >= thresholds.for_check(check)
 
 
 def calls_are_wanted(
-    engine: ChatEngine, check: ToolNeedCheck, names: Iterable[str], threshold: float
+    engine: ChatEngine, check: ToolNeedCheck, names: Iterable[str], thresholds: ToolNeedThresholds
 ) -> bool:
     """Whether a reply calling tools ``names`` is kept: some tool among them is needed (each
     tool asked about once, in order, until one is)."""
-    return any(call_is_wanted(engine, check, name, threshold) for name in dict.fromkeys(names))
+    return any(call_is_wanted(engine, check, name, thresholds) for name in dict.fromkeys(names))

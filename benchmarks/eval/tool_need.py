@@ -46,6 +46,13 @@ QUESTIONS = {
         "Message: {message}\n\nTo reply to this message, is it necessary to call {call}? "
         "({name}: {description}) Answer yes or no."
     ),
+    # The check's question where several tools are offered (s11).
+    "tool_listed": tool_need.QUESTION_AMONG_TOOLS,
+    "tool_chain": (
+        "Message: {message}\n\nTools:\n{tool_list}\n\nTo reply to this message, is it "
+        'necessary to use the tool "{name}", either for the reply itself or to find a value '
+        "that another of these tools needs? Answer yes or no."
+    ),
 }
 
 
@@ -105,7 +112,7 @@ def readings(
     """Each question's P(yes), the largest over the reply's calls (None without a call);
     readings in ``known`` are kept rather than read again."""
     descriptions = {t["function"]["name"]: t["function"]["description"] for t in case["tools"]}
-    tool_list = "\n".join(f"- {name}: {text}" for name, text in descriptions.items())
+    tool_list = tool_need.tool_list(descriptions)
 
     def probability(template: str, name: str = "", arguments: str = "{}") -> float:
         question = template.format(
@@ -164,6 +171,7 @@ def main() -> None:
                 calls = [tuple(call) for call in row["called"]]
                 kept = {k: v for k, v in row.items() if k in QUESTIONS or k == OFFERED}
                 row |= readings(reader, case, calls, kept)
+                row["tools_offered"] = len(case["tools"])
                 out.write(json.dumps(row, ensure_ascii=False) + "\n")
                 continue
             request = {
@@ -176,7 +184,8 @@ def main() -> None:
             reply = client.chat(request).choices[0].message
             calls = [(c.function.name, c.function.arguments) for c in reply.tool_calls or ()]
             row = {key: case[key] for key in ("id", "language", "needed")}
-            row |= {"called": calls, **readings(reader, case, calls)}
+            row |= {"called": calls, "tools_offered": len(case["tools"])}
+            row |= readings(reader, case, calls)
             out.write(json.dumps(row, ensure_ascii=False) + "\n")
             out.flush()
             print(json.dumps(row, ensure_ascii=False), flush=True)

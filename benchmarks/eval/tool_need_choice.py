@@ -15,6 +15,8 @@ import sys
 
 import numpy as np
 
+from backend.chat.tool_need import TOOL_NEED_THRESHOLDS
+
 FOLDS = 5
 
 
@@ -70,9 +72,35 @@ def with_combined(rows: list[dict]) -> list[dict]:
     return rows
 
 
+#: The check as shipped asks the first question where one tool is offered and the second
+#: where several are, each with its own threshold (``backend.chat.tool_need``).
+SHIPPED = {False: "tool", True: "tool_listed"}
+
+
+def shipped(rows: list[dict]) -> None:
+    """Each question cross-validated on the rows it is asked for, and the whole set at the
+    profile's thresholds."""
+    thresholds = TOOL_NEED_THRESHOLDS["default"]
+    assert thresholds is not None
+    right = []
+    for among_tools, question in SHIPPED.items():
+        part = [r for r in rows if (r["tools_offered"] > 1) is among_tools]
+        accuracy, balanced_accuracy, chosen = cross_validated(part, question)
+        threshold = thresholds.among_tools if among_tools else thresholds.alone
+        at_threshold = outcomes(part, question, threshold)
+        right += list(at_threshold)
+        print(
+            f"as shipped, {'several tools' if among_tools else 'one tool'} ({len(part)} cases, "
+            f"{question}): cross-validated {accuracy:.3f} (balanced {balanced_accuracy:.3f}), "
+            f"fold thresholds {chosen}; at {threshold} {at_threshold.mean():.3f}"
+        )
+    print(f"as shipped, all {len(right)} cases: {sum(right) / len(right):.3f} right")
+
+
 def main() -> None:
     rows = with_combined([json.loads(line) for line in open(sys.argv[1], encoding="utf-8")])
-    questions = [k for k in rows[0] if k not in ("id", "language", "needed", "called")]
+    fields = ("id", "language", "needed", "called", "tools_offered")
+    questions = [k for k in rows[0] if k not in fields]
     needed = sum(r["needed"] for r in rows)
     print(
         f"{len(rows)} cases, {needed} need a tool; no check: "
@@ -87,6 +115,8 @@ def main() -> None:
             f"cross-validated {accuracy:.3f} (balanced {balanced_accuracy:.3f}), fold thresholds "
             f"{chosen}; on all rows {whole:.3f}"
         )
+    if all("tools_offered" in r and "tool_listed" in r for r in rows):
+        shipped(rows)
 
 
 if __name__ == "__main__":

@@ -6,7 +6,7 @@ import json
 
 from benchmarks.agents.scoring import TASK_SETS, load_tasks
 from benchmarks.eval.tool_need import agent_cases, load_cases
-from benchmarks.eval.tool_need_choice import cross_validated, with_combined
+from benchmarks.eval.tool_need_choice import cross_validated, shipped, with_combined
 
 
 def test_agent_cases_are_the_development_tasks_only():
@@ -48,3 +48,19 @@ def test_a_reading_that_separates_the_classes_is_chosen_right_on_every_fold():
     accuracy, balanced, thresholds = cross_validated(rows, "q")
     assert (accuracy, balanced) == (1.0, 1.0)
     assert all(0.2 <= t <= 0.8 for t in thresholds)  # rounded to 3 places
+
+
+def test_the_shipped_check_reads_each_question_where_it_is_asked(capsys):
+    """One tool offered: the tool question at its threshold; several: the listed one. Each
+    row's right question reads high exactly when a tool is needed, the other the opposite."""
+    rows = []
+    for offered, question, other in ((1, "tool", "tool_listed"), (3, "tool_listed", "tool")):
+        for needed in (True, False) * 5:
+            right, wrong = (0.9, 0.1) if needed else (0.1, 0.9)
+            called = [["f", "{}"]]
+            rows.append(
+                {"called": called, "needed": needed, "tools_offered": offered}
+                | {question: right, other: wrong}
+            )
+    shipped(rows)
+    assert capsys.readouterr().out.splitlines()[-1] == "as shipped, all 20 cases: 1.000 right"

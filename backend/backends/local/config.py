@@ -47,7 +47,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.chat.tool_need import TOOL_NEED_THRESHOLDS
+from backend.chat.tool_need import TOOL_NEED_THRESHOLDS, ToolNeedThresholds
 from backend.embeddings.windows import EmbeddingPrefixes
 from backend.engines.judge_kinds import CHECKER_KINDS, known_judge_kind
 from backend.engines.selection import CHAT_ENGINES, JUDGE_READERS
@@ -104,7 +104,7 @@ class EngineConfig:
     grounded_at: float | None = None
     not_grounded_below: float | None = None
     #: See ``backend.chat.tool_need``; set from the profile by ``from_env``.
-    tool_call_check_below: float | None = None
+    tool_call_check_below: ToolNeedThresholds | None = None
     #: A model that reads the groundedness judge's prompts instead of the chat model (a Hugging
     #: Face id, local folder, GGUF file or embedded model name; a chat model or a fact-checker,
     #: ``backend.engines.judge_kinds``); None: the chat model.
