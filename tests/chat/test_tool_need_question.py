@@ -16,7 +16,7 @@ from backend.chat.tool_need import (
     question,
 )
 from backend.testing import offline_backend
-from tests.chat.test_constrained_calls import EVENT, WEATHER, ConstrainingEngine
+from tests.chat.test_constrained_calls import EVENT, WEATHER, CheckedEngine
 
 FIND = "Find an employee's id by name"
 EMAIL = "Email of an employee by id"
@@ -66,22 +66,15 @@ def test_each_question_has_its_own_threshold():
     assert thresholds.for_check(ToolNeedCheck(ASKED, {"a": "", "b": ""})) == 0.7
 
 
-class ReadingEngine(ConstrainingEngine):
-    """Opens a call to ``get_weather`` and reads P(yes) = ``p_yes`` to every question; answers
-    ``Hello there.`` where no tools are offered."""
+class ReadingEngine(CheckedEngine):
+    """``CheckedEngine`` whose every tool-need question reads P(yes) = ``p_yes``."""
 
     def __init__(self, p_yes: float) -> None:
-        super().__init__('<tool_call>\n{"name": "get_weather"')
+        super().__init__(needed=True)
         self.p_yes = p_yes
-        self.questions: list[str] = []
-
-    def generate(self, prompt_ids, params, should_stop=lambda: False, constraint=None):
-        if "tools:" not in self.tokenizer.decode(prompt_ids):
-            self.reply = "Hello there."
-        yield from super().generate(prompt_ids, params, should_stop, constraint)
 
     def next_token_logprobs(self, prompt_ids, candidate_ids):
-        self.questions.append(self.tokenizer.decode(prompt_ids))
+        self.checks.append(self.tokenizer.decode(prompt_ids))
         shares = {ord("y"): self.p_yes, ord("n"): 1.0 - self.p_yes}
         return [math.log(shares.get(c, 1e-12)) for c in candidate_ids]
 
@@ -100,5 +93,5 @@ def test_a_reading_between_the_two_thresholds_keeps_the_call_only_where_one_tool
         assert [c.function.name for c in message.tool_calls] == ["get_weather"]
     else:
         assert (message.content, message.tool_calls) == ("Hello there.", None)
-    [asked] = engine.questions
+    [asked] = engine.checks
     assert ("- create_event: " in asked) is (len(tools) > 1)
