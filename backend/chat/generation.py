@@ -5,7 +5,9 @@ A ``Generation`` runs once and its tokens go through an ``OutputProcessor``. Wit
 ``AnswerOrCall`` (``tool_choice`` ``auto`` where calls are constrained) the model decides
 whether to call a tool: the answer is generated freely (greedily at any temperature until
 its first tokens show which it is, ``backend.chat.tool_calls.opens_tool_call``, so that
-calling is the model's most likely choice, not a draw); if they open a call,
+calling is the model's most likely choice, not a draw; after tool results, where the profile
+sets a share, the first token opens a call whenever the model gives calling that share,
+``backend.chat.call_after_results``); if they open a call,
 that free start is dropped and the call is generated again from its opening, under the
 constraint that makes it match a tool's schema. A plain answer continues as it started,
 unconstrained and unslowed; one in a ``response_format`` is generated again from the start
@@ -27,6 +29,7 @@ import dataclasses
 import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
+from backend.chat.call_after_results import call_after_results
 from backend.chat.call_checks import (
     UnfoundedCall,
     call_key,
@@ -58,6 +61,7 @@ def answer_events(
     should_stop: Callable[[], bool],
     tool_need_below: ToolNeedThresholds | None = None,
     logprobs: DescribeToken | None = None,
+    call_after_results_from: float | None = None,
 ) -> Iterator[OutputEvent]:
     """The output events of the answer to ``prompt``.
 
@@ -69,11 +73,23 @@ def answer_events(
             keeps every call.
         logprobs: with logprobs asked (``params.top_logprobs`` set), what turns each token
             into its entry; the events then carry them (``backend.chat.output``).
+        call_after_results_from: with ``AnswerOrCall`` after tool results, the model calls
+            whenever it gives a call's opening at least this share of its probability
+            (``backend.chat.call_after_results``); None: its likeliest first token decides.
     """
     if isinstance(prompt, Generation):
         yield from _Reading(engine, prompt, stop, should_stop, logprobs).events(params)
         return
-    yield from _answer_or_call(engine, prompt, params, stop, should_stop, tool_need_below, logprobs)
+    yield from _answer_or_call(
+        engine,
+        prompt,
+        params,
+        stop,
+        should_stop,
+        tool_need_below,
+        logprobs,
+        call_after_results_from,
+    )
 
 
 def _answer_or_call(
@@ -84,6 +100,7 @@ def _answer_or_call(
     should_stop: Callable[[], bool],
     tool_need_below: ToolNeedThresholds | None,
     logprobs: DescribeToken | None,
+    call_after_results_from: float | None,
 ) -> Iterator[OutputEvent]:
     answer = _Reading(engine, prompt.answer, stop, should_stop, logprobs)
     json_answers = prompt.answer.constraint is not None
@@ -99,6 +116,9 @@ def _answer_or_call(
         greedy_opening=OPENING_TOKENS,
         opening_decided=lambda tokens: call_opened(tokens) is not None,
     )
+    if prompt.after_results and call_after_results_from is not None and not json_answers:
+        rule = call_after_results(engine.tokenizer, call_after_results_from)
+        deciding = dataclasses.replace(deciding, first_token=rule)
     free = engine.generate(prompt.answer.ids, deciding, answer.should_stop)
     try:
         opening: list[int] = []

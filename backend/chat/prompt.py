@@ -75,6 +75,8 @@ class AnswerOrCall:
     #: The calls the conversation already holds with their results (``call_key``): a reply
     #: never repeats one (``backend.chat.call_checks``).
     answered: frozenset[CallKey] = frozenset()
+    #: Whether the conversation ends in tool results (the step after a call).
+    after_results: bool = False
     #: After tool results: the tokens of a call repeating the last reply's calls, as the
     #: constraint writes it (``call_checks.last_calls_written``): ``call``'s draft.
     repeat: tuple[int, ...] = ()
@@ -235,6 +237,7 @@ def render_prompt(
         plain=Generation(tokens(plain), constraint=answer_format),
         tool_need=tool_need,
         answered=answered_calls(messages),
+        after_results=messages[-1].role == "tool",
         repeat=tuple(tokens(last_calls_written(messages, parallel_calls))),
         tools=tuple(active_tools),
         said=conversation_text(messages),

@@ -36,6 +36,8 @@ class ChatService:
         turn: held while the engine works for a request (its lock, or nothing for an engine
             that batches concurrent requests itself).
         tool_need_below: see ``backend.chat.tool_need``; None: every generated call is kept.
+        call_after_results_from: see ``backend.chat.call_after_results``; None: after tool
+            results the model's likeliest first token decides whether it calls again.
     """
 
     def __init__(
@@ -43,10 +45,12 @@ class ChatService:
         engine: ChatEngine,
         turn: Callable[[], AbstractContextManager],
         tool_need_below: ToolNeedThresholds | None = None,
+        call_after_results_from: float | None = None,
     ) -> None:
         self.engine = engine
         self._turn = turn
         self._tool_need_below = tool_need_below
+        self._call_after_results_from = call_after_results_from
 
     @functools.cached_property
     def _logprobs_reader(self) -> TokenLogprobsReader:
@@ -109,6 +113,7 @@ class ChatService:
                     should_stop,
                     self._tool_need_below,
                     logprobs,
+                    self._call_after_results_from,
                 )
 
         return PreparedAnswer(

@@ -46,6 +46,17 @@ class JSONSchemaConstraint:
 
 
 @dataclass(frozen=True)
+class FavouredFirstToken:
+    """A first token taken from ``tokens`` (the likeliest of them) whenever the model gives
+    them together at least ``share`` of its probability, else the likeliest other token: a
+    decision between two kinds of opening (a tool call or an answer,
+    ``backend.chat.generation``) made at a threshold instead of by the likeliest token."""
+
+    tokens: frozenset[int]
+    share: float
+
+
+@dataclass(frozen=True)
 class SamplingParams:
     """How to pick the next tokens.
 
@@ -75,6 +86,8 @@ class SamplingParams:
             from its row as a decode step would (the llama.cpp engine; prompt-lookup
             decoding): the same tokens, drawn from the same distributions, in fewer steps.
             Others ignore it.
+        first_token: how the first token is chosen where it decides between two kinds of
+            opening (``FavouredFirstToken``); None: as the other opening tokens are.
     """
 
     max_new_tokens: int
@@ -86,6 +99,7 @@ class SamplingParams:
     opening_decided: Callable[[Sequence[int]], bool] | None = None
     evaluated_apart: int = 0
     draft: tuple[int, ...] = ()
+    first_token: FavouredFirstToken | None = None
 
     @property
     def greedy(self) -> bool:

@@ -196,7 +196,12 @@ class LlamaCppChatEngine(RunnerChatEngine):
             if self._masks is None:
                 self._masks = ConstraintMasks(self.tokenizer, self._vocab_size, self.eos_token_ids)
             mask = self._masks.start(constraint)
-        if mask is None and params.greedy and params.top_logprobs is None:
+        if (
+            mask is None
+            and params.greedy
+            and params.top_logprobs is None
+            and params.first_token is None
+        ):
             return lambda logits: int(np.argmax(logits))
         import torch
 

@@ -22,6 +22,7 @@ code and refrains repeat by design.
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import TYPE_CHECKING
 
 import torch
@@ -29,7 +30,7 @@ import torch
 from backend.engines.logprobs import scored_token
 
 if TYPE_CHECKING:
-    from backend.engines.base import SamplingParams
+    from backend.engines.base import FavouredFirstToken, SamplingParams
     from backend.engines.token_mask import TokenMask
 
 
@@ -125,7 +126,8 @@ def _sample_values(
 class TokenChooser:
     """Chooses the tokens of one generation, one call per step: an opening greedily (at most
     ``params.greedy_opening`` tokens, until ``params.opening_decided`` says they carry their
-    decision), the rest as ``params`` asks (``choose_token``).
+    decision), its first token by ``params.first_token`` where it is set, the rest as
+    ``params`` asks (``choose_token``).
 
     A greedy opening makes the decision the first tokens carry (whether an answer is a tool
     call, ``backend.chat.generation``) the model's most likely one rather than a draw.
@@ -156,6 +158,11 @@ class TokenChooser:
         argmax (a batch's, read in one copy), is taken as it is when the choice is plainly
         greedy (no mask, no log-probabilities), without another read of the logits."""
         params = self._params
+        if not self._history and params.first_token is not None:
+            token = favoured_first_token(logits, params, self._mask)
+            self._history.append(int(token))
+            self._opening_left -= 1
+            return token
         if self._opening_left > 0 and self._opening_goes_on():
             self._opening_left -= 1
             params = self._opening
@@ -170,6 +177,29 @@ class TokenChooser:
         token = choose_token(logits, params, self._mask, self._generator)
         self._history.append(int(token))
         return token
+
+
+def favoured_first_token(
+    logits: torch.Tensor, params: SamplingParams, mask: TokenMask | None = None
+) -> int:
+    """The first token by ``params.first_token`` (``FavouredFirstToken``): the likeliest of
+    its tokens when they hold at least its share of the probability, else the likeliest
+    other token (masked first where the output is constrained)."""
+    rule: FavouredFirstToken = params.first_token  # type: ignore[assignment]
+    if mask is not None:
+        mask.apply(logits)
+    favoured = torch.zeros(logits.shape[-1], dtype=torch.bool)
+    favoured[[t for t in rule.tokens if t < logits.shape[-1]]] = True
+    favoured = favoured.to(logits.device)
+    logprobs = torch.log_softmax(logits.float(), dim=-1)
+    share = float(torch.exp(logprobs[favoured]).sum())
+    candidates = logprobs.masked_fill(~favoured if share >= rule.share else favoured, -math.inf)
+    token = int(torch.argmax(candidates))
+    if mask is not None:
+        mask.accept(token)
+    if params.top_logprobs is not None:
+        return scored_token(logprobs, token, params.top_logprobs)
+    return token
 
 
 def sample_token(

@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import math
+
+import pytest
 import torch
 
-from backend.engines.base import SamplingParams
+from backend.engines.base import FavouredFirstToken, SamplingParams
 from backend.engines.sampling import (
     REPEAT_ALLOWED,
     REPEAT_BASE,
@@ -157,3 +160,31 @@ def test_a_batchs_argmax_is_taken_where_the_choice_is_plainly_greedy():
     generator = torch.Generator().manual_seed(3)
     given = TokenChooser(opened, generator=generator)
     assert [given(LOGITS.clone(), best) for _ in range(30)] == _choices(opened, 30)
+
+
+# Tokens 1 and 2 hold 0.3 of the probability together; token 0 alone is the likeliest.
+SPLIT = torch.log(torch.tensor([0.4, 0.15, 0.15, 0.1, 0.1, 0.1]))
+
+
+@pytest.mark.parametrize(("share", "first"), [(0.1, 1), (0.29, 1), (0.31, 0), (1.01, 0)])
+def test_a_favoured_first_token_is_taken_when_its_kind_holds_the_share(share, first):
+    rule = FavouredFirstToken(frozenset({1, 2}), share)
+    for temperature in (0.0, 1.0):
+        params = SamplingParams(
+            max_new_tokens=5, temperature=temperature, greedy_opening=3, first_token=rule
+        )
+        choose = TokenChooser(params, generator=torch.Generator().manual_seed(0))
+        # Also where the runner passes the batch's argmax (token 0) as ``best``.
+        assert choose(SPLIT.clone(), 0) == first
+        # Only the first token: the opening goes on greedily.
+        assert [choose(SPLIT.clone()) for _ in range(2)] == [0, 0]
+
+
+def test_below_its_share_the_likeliest_other_token_is_taken():
+    # The favoured kind is the likeliest token (0.4) but holds less than the share asked.
+    rule = FavouredFirstToken(frozenset({0}), 0.5)
+    choose = TokenChooser(SamplingParams(max_new_tokens=5, first_token=rule))
+    assert choose(SPLIT.clone()) in (1, 2)
+    scored = TokenChooser(SamplingParams(max_new_tokens=5, first_token=rule, top_logprobs=1))
+    token = scored(SPLIT.clone())
+    assert token in (1, 2) and abs(token.logprob - math.log(0.15)) < 1e-5

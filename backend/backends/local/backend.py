@@ -154,7 +154,13 @@ class InProcessBackend(ServicesBackend):
     # ------------------------------------------------------------------ the services
 
     def _build_chat_service(self) -> ChatService:
-        return ChatService(self._chat.get(), self._chat.turn, self.config.tool_call_check_below)
+        config = self.config
+        return ChatService(
+            self._chat.get(),
+            self._chat.turn,
+            config.tool_call_check_below,
+            config.call_after_results_from,
+        )
 
     def _choose_judge_reader(self) -> JudgeReader:
         """The one place that decides what reads the judge's prompts: the chat engine, or a

@@ -47,6 +47,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend.chat.call_after_results import CALL_AFTER_RESULTS_FROM
 from backend.chat.tool_need import TOOL_NEED_THRESHOLDS, ToolNeedThresholds
 from backend.embeddings.windows import EmbeddingPrefixes
 from backend.engines.judge_kinds import CHECKER_KINDS, known_judge_kind
@@ -105,6 +106,8 @@ class EngineConfig:
     not_grounded_below: float | None = None
     #: See ``backend.chat.tool_need``; set from the profile by ``from_env``.
     tool_call_check_below: ToolNeedThresholds | None = None
+    #: See ``backend.chat.call_after_results``; set from the profile by ``from_env``.
+    call_after_results_from: float | None = None
     #: A model that reads the groundedness judge's prompts instead of the chat model (a Hugging
     #: Face id, local folder, GGUF file or embedded model name; a chat model or a fact-checker,
     #: ``backend.engines.judge_kinds``); None: the chat model.
@@ -144,6 +147,7 @@ class EngineConfig:
             profile=profile,
             chat_model=env.get("CORE_CHAT_MODEL") or PROFILE_CHAT_MODELS[profile],
             tool_call_check_below=TOOL_NEED_THRESHOLDS[profile],
+            call_after_results_from=CALL_AFTER_RESULTS_FROM[profile],
             embedding_model=env.get("CORE_EMBEDDING_MODEL") or DEFAULT_EMBEDDING_MODEL,
             device=env.get("CORE_DEVICE") or None,
             chat_engine=env.get("CORE_CHAT_ENGINE") or "auto",
