@@ -1,0 +1,102 @@
+"""The readings ``backend.chat.call_after_results`` chose its share on: after each step of
+each development task's solution chain, the share of probability the model gives a call's
+opening (as the generation reads it, the first token of the answer with tools offered), its
+likeliest first token, and the call it writes when it must call (``tool_choice``
+``required``, greedy): the solution's next call, a repeat of an answered one, or another.
+
+    python -m benchmarks.agents.call_share --out benchmarks/agents/call-share-default.jsonl
+
+Development tasks only (``tasks.jsonl``); about ten minutes on 2 cores. A parallel task's
+calls are one step; the others', one call a step.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+import torch
+
+import backend
+from backend.chat.call_after_results import call_opening_tokens
+from backend.chat.call_checks import answered_calls, call_key
+from backend.chat.generation import answer_events
+from backend.chat.output import ToolCallsFound
+from backend.chat.prompt import render_prompt
+from backend.engines import sampling
+from backend.engines.base import FavouredFirstToken, SamplingParams
+from backend.protocol.schemas import ChatMessage, ToolDefinition
+from benchmarks.agents import world
+from benchmarks.agents.scoring import load_tasks
+
+
+def solution_states(task: dict[str, Any]):
+    """Each state of the task's solution chain after a step's results: (step, whether
+    another step follows, the messages, the next step's calls or None)."""
+    solution = task.get("solution") or []
+    steps = [solution] if task["kind"] == "parallel" else [[call] for call in solution]
+    messages = [ChatMessage(role="user", content=task["question"])]
+    for k, step in enumerate(steps, 1):
+        calls = [
+            {
+                "id": f"call_{k}_{i}",
+                "type": "function",
+                "function": {
+                    "name": c["name"],
+                    "arguments": json.dumps(c["args"], ensure_ascii=False),
+                },
+            }
+            for i, c in enumerate(step)
+        ]
+        messages.append(ChatMessage(role="assistant", content=None, tool_calls=calls))
+        for c, call in zip(step, calls, strict=True):
+            result = world.call(c["name"], c["args"])
+            messages.append(ChatMessage(role="tool", tool_call_id=call["id"], content=result))
+        following = [(c["name"], c["args"]) for c in steps[k]] if k < len(steps) else None
+        yield k, k < len(steps), list(messages), following
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    client = backend.connect()
+    engine = client._chat_service.get().engine
+    tokenizer = engine.tokenizer
+    opening = call_opening_tokens(tokenizer)
+    ids = sorted(opening)
+    seen: dict[str, Any] = {}
+    choose_first = sampling.favoured_first_token
+
+    def reading_first(logits, params, mask=None):
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        seen["share"] = float(logprobs[ids].exp().sum())
+        seen["likeliest"] = tokenizer.decode([int(torch.argmax(logprobs))])
+        return choose_first(logits, params, mask)
+
+    sampling.favoured_first_token = reading_first
+    reading = SamplingParams(max_new_tokens=1, first_token=FavouredFirstToken(opening, 2.0))
+    with open(args.out, "w", encoding="utf-8") as out:
+        for task in load_tasks():
+            tools = [ToolDefinition.model_validate(t) for t in world.openai_tools(task["tools"])]
+            for k, more, messages, following in solution_states(task):
+                prompt = render_prompt(tokenizer, messages, tools, None, constrained=True)
+                list(engine.generate(prompt.answer.ids, reading))
+                forced = render_prompt(tokenizer, messages, tools, "required", constrained=True)
+                params = SamplingParams(max_new_tokens=200)
+                events = list(answer_events(engine, forced, params, (), lambda: False))
+                found = [c for e in events if isinstance(e, ToolCallsFound) for c in e.calls]
+                written = [(c.function.name, json.loads(c.function.arguments)) for c in found]
+                answered = answered_calls(messages)
+                repeat = all(
+                    call_key(c.function.name, c.function.arguments) in answered for c in found
+                )
+                kind = "next" if written == following else "repeat" if repeat else "other"
+                row = {"id": task["id"], "step": k, "more": more, **seen, "forced": kind}
+                row["written"] = written
+                print(json.dumps(row, ensure_ascii=False), file=out, flush=True)
+
+
+if __name__ == "__main__":
+    main()
