@@ -127,21 +127,23 @@ def _with_spaced_lists(message: ChatMessage) -> ChatMessage:
 
 
 def _with_tool_results_as_user_turn(messages: Sequence[ChatMessage]) -> list[dict[str, Any]]:
-    """The conversation with its last tool call and results rewritten as one user turn, for
-    answering from them without tools.
+    """The conversation with the tool calls and results since its last user message rewritten
+    as one user turn, for answering from them without tools.
 
     Shown the results as plain text with the instruction to answer, the small Qwen models
     answer from them; this is what replaces a reply whose calls all repeat answered ones.
-    Earlier exchanges keep the template's form.
+    Every result gathered since the question is listed, not only the last call's: asked which
+    order Maria Lopez placed last, after her id, her last order's id and that order's
+    product, the 1.5B model shown only the last result described the product and left out
+    the order asked for. Exchanges before the last user message keep the template's form.
     """
-    end = len(messages)
-    start = end
-    while start > 0 and messages[start - 1].role == "tool":
-        start -= 1
-    caller = messages[start - 1] if start > 0 and messages[start - 1].tool_calls else None
-    calls = {call.id: call for call in caller.tool_calls or ()} if caller else {}
+    asked = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    since = messages[asked + 1 :]
+    calls = {call.id: call for m in since for call in m.tool_calls or ()}
     lines = []
-    for message in messages[start:end]:
+    for message in since:
+        if message.role != "tool":
+            continue
         call = calls.get(message.tool_call_id or "")
         name = f"{call.function.name}({call.function.arguments})" if call else "a tool"
         lines.append(f"- {name} returned: {message.content or ''}")
@@ -151,7 +153,9 @@ def _with_tool_results_as_user_turn(messages: Sequence[ChatMessage]) -> list[dic
         + "\n".join(lines)
         + "\nAnswer my question using these results.",
     }
-    head = messages[: start - 1] if caller else messages[:start]
+    # Other messages since the question (a system message, an assistant's text) stay.
+    kept = [m for m in since if m.role != "tool" and not m.tool_calls]
+    head = [*messages[: asked + 1], *kept]
     return [_template_message(m) for m in head] + [results]
 
 

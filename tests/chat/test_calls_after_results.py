@@ -126,24 +126,26 @@ def test_last_calls_written_is_the_last_reply_s_calls_as_the_constraint_writes_t
     assert last_calls_written(messages[:1], several=True) == ""
 
 
+BALANCE = "balance of C-7781: 1250 EUR"
+
+
+def _after_both_results() -> list[dict]:
+    """The conversation after ``find_customer`` and then ``get_balance`` answered."""
+    call = {
+        "id": "call_2",
+        "type": "function",
+        "function": {"name": "get_balance", "arguments": '{"customer_id": "C-7781"}'},
+    }
+    return [
+        *_after_find_customer(),
+        {"role": "assistant", "content": None, "tool_calls": [call]},
+        {"role": "tool", "tool_call_id": "call_2", "content": BALANCE},
+    ]
+
+
 def test_with_both_results_the_model_answers_from_the_prompt_with_tools():
     engine = ChainEngine()
-    messages = _after_find_customer()
-    messages += [
-        {
-            "role": "assistant",
-            "content": None,
-            "tool_calls": [
-                {
-                    "id": "call_2",
-                    "type": "function",
-                    "function": {"name": "get_balance", "arguments": '{"customer_id": "C-7781"}'},
-                }
-            ],
-        },
-        {"role": "tool", "tool_call_id": "call_2", "content": "balance of C-7781: 1250 EUR"},
-    ]
-    assert _chat(engine, messages) == (ANSWER, [])
+    assert _chat(engine, _after_both_results()) == (ANSWER, [])
     [free] = engine.prompt_texts()  # answered freely, generated once
     assert free.startswith("tools: ")
 
@@ -161,6 +163,20 @@ def test_a_call_repeating_an_answered_one_is_dropped_and_the_plain_prompt_answer
     assert PLAIN_MARK in plain and FOUND in plain
     assert not plain.startswith("tools:")  # answered without tools
     assert engine.constraints[-1] is None
+
+
+def test_the_plain_prompt_lists_every_result_since_the_question():
+    engine = _calls_then_plain(BALANCE_OF_FOUND)  # repeats the balance call: answered plainly
+    assert _chat(engine, _after_both_results()) == (PLAIN_ANSWER, [])
+    *_, plain = engine.prompt_texts()
+    question, results = plain.split("user: ")[1:]
+    assert question.startswith(QUESTION)
+    # One user turn holds both results, each after the call that gave it, in order.
+    assert results.startswith(PLAIN_MARK)
+    assert results.index(f'find_customer({{"name": "Jun Seo"}}) returned: {FOUND}') < results.index(
+        f'get_balance({{"customer_id": "C-7781"}}) returned: {BALANCE}'
+    )
+    assert "tool: " not in plain and "<tool_call>" not in plain
 
 
 def test_of_two_calls_the_repeated_one_is_dropped_and_the_other_kept():
