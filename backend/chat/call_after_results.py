@@ -27,6 +27,7 @@ from __future__ import annotations
 import weakref
 from typing import Any
 
+from backend.chat.logprobs import decoded_vocabulary
 from backend.chat.tool_calls import TOOL_CALL_OPEN
 from backend.engines.base import FavouredFirstToken
 
@@ -44,16 +45,13 @@ _OPENING_TOKENS: weakref.WeakKeyDictionary[Any, frozenset[int]] = weakref.WeakKe
 
 def call_opening_tokens(tokenizer: Any) -> frozenset[int]:
     """The tokens whose text, after whitespace, opens a call (``CALL_OPENINGS``); read once
-    per tokenizer (about a second for a 150k-token vocabulary). A tokenizer that cannot list
-    its vocabulary (the offline doubles' one token a character) gives the first token of each
-    opening."""
+    per tokenizer. A tokenizer that cannot list its vocabulary (the offline doubles' one
+    token a character) gives the first token of each opening."""
     if tokenizer not in _OPENING_TOKENS:
-        if hasattr(tokenizer, "batch_decode") and hasattr(tokenizer, "__len__"):
-            texts = tokenizer.batch_decode(
-                [[i] for i in range(len(tokenizer))], skip_special_tokens=False
-            )
-            opening = (i for i, text in enumerate(texts) if text.lstrip().startswith(CALL_OPENINGS))
-        else:
+        vocabulary = decoded_vocabulary(tokenizer)
+        openings = tuple(text.encode() for text in CALL_OPENINGS)
+        opening = (i for i, piece in enumerate(vocabulary) if piece.lstrip().startswith(openings))
+        if not vocabulary:
             opening = (tokenizer.encode(text)[0] for text in CALL_OPENINGS)
         _OPENING_TOKENS[tokenizer] = frozenset(opening)
     return _OPENING_TOKENS[tokenizer]
