@@ -22,6 +22,16 @@ rule them out; ``backend.chat.generation`` drops such calls after they are gener
   Sato")``, though the user said it). Other values are left alone: choosing a value a
   description names ("celsius or fahrenheit"), writing a date or a number the message gives
   in words, or a code ("EUR" for euros), is how such arguments are meant to be filled.
+* A made-up number: a number (other than 0 and 1) given to a required parameter when no
+  message of the conversation states any number (``backend.chat.stated_numbers``) and no
+  definition shows it (``convert_units(25, ...)`` asked for Seoul's temperature in
+  Fahrenheit). The call made after the model is told is kept as it is: a number may be
+  written in words this module does not read.
+
+The model, told of a made-up value, is also told which offered tool gives it where a tool's
+description names the parameter (``get_order`` "Get the product id ..." for a made-up
+``product_id``): shown only "find the real value with another tool", it looked up a name
+from nowhere instead.
 """
 
 from __future__ import annotations
@@ -32,6 +42,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend.chat.stated_numbers import states_a_number
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall, ToolDefinition
 
 #: What the model is told of a call with made-up ``{values}``, in the exchange after which it
@@ -108,23 +119,52 @@ def last_calls_written(messages: Sequence[ChatMessage], several: bool) -> str:
 
 
 def conversation_text(messages: Sequence[ChatMessage]) -> str:
-    """What the conversation's messages say (the arguments of earlier calls included),
-    casefolded: where an argument's value should come from."""
+    """What the conversation's messages say (the arguments of earlier calls included), as
+    written: where an argument's value should come from."""
     parts = [m.content or "" for m in messages]
     parts += [call.function.arguments for m in messages for call in m.tool_calls or ()]
-    return "\n".join(parts).casefold()
+    return "\n".join(parts)
+
+
+def respaced_arguments(call: FunctionCall, said: str) -> FunctionCall:
+    """``call`` with each string argument that the conversation (``said``) holds only with
+    spaces the model left out written as the conversation writes it: asked for "Mina Park
+    직원의 이메일", the 1.5B model looked up ``"MinaPark"``, whom no tool knows. Values of
+    four characters or more, without a space, in no message as written (case aside)."""
+    try:
+        arguments = json.loads(call.arguments)
+    except json.JSONDecodeError:
+        return call
+    if not isinstance(arguments, dict):
+        return call
+    folded = said.casefold()
+    changed = False
+    for parameter, value in arguments.items():
+        if not isinstance(value, str) or len(value) < 4 or value.casefold() in folded:
+            continue
+        if any(c.isspace() for c in value):
+            continue
+        spaced = re.search(r"[ \t]*".join(map(re.escape, value)), said, re.IGNORECASE)
+        if spaced and spaced[0] != value:
+            arguments[parameter] = spaced[0]
+            changed = True
+    if not changed:
+        return call
+    return call.model_copy(update={"arguments": json.dumps(arguments, ensure_ascii=False)})
 
 
 def unfounded_arguments(
-    call: FunctionCall, tools: Sequence[ToolDefinition], said: str
+    call: FunctionCall, tools: Sequence[ToolDefinition], said: str, numbers: bool = True
 ) -> UnfoundedValues:
     """The argument values of ``call`` that look made up.
 
     Strings holding a digit, not in ``said`` (``conversation_text``), and copied from an
     offered tool's definition or given to a parameter that names an identifier; strings
     given to an ``id`` parameter without a digit, in no message nor definition, or a name
-    (``names``).
+    (``names``); with ``numbers``, numbers given to a required parameter where ``said``
+    states none and no definition shows them.
     """
+    said = said.casefold()
     described = "\n".join(_definition_text(tool) for tool in tools).casefold()
     try:
         arguments = json.loads(call.arguments)
@@ -135,13 +175,61 @@ def unfounded_arguments(
         text = value.strip().casefold()
         if any(c.isdigit() for c in text):
             if text not in said and (text in described or IDENTIFIER_PARAMETER.search(parameter)):
-                found.values.append(value)
+                found.add(parameter, value)
         elif ID_PARAMETER.search(parameter):
             if any(c.isspace() for c in text):
-                found.names.append(value)
+                found.add(parameter, value, name=True)
             elif text not in said and text not in described:
-                found.values.append(value)
+                found.add(parameter, value)
+    if numbers and isinstance(arguments, dict) and not states_a_number(said):
+        required = _required(call.name, tools)
+        for parameter, value in arguments.items():
+            if parameter in required and _made_up_number(value, described):
+                found.add(parameter, json.dumps(value))
     return found
+
+
+def _made_up_number(value: Any, described: str) -> bool:
+    """A number that no conversation without numbers could give, nor a definition shows:
+    0 and 1 stand for "none" and "a" in words."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or value in (0, 1):
+        return False
+    return json.dumps(value) not in described
+
+
+def _required(name: str, tools: Sequence[ToolDefinition]) -> set[str]:
+    tool = next((t for t in tools if t.function.name == name), None)
+    return set((tool.function.parameters or {}).get("required") or ()) if tool else set()
+
+
+def tools_giving(parameter: str, tools: Sequence[ToolDefinition], called: str) -> list[str]:
+    """The offered tools other than ``called`` whose description names what ``parameter``
+    asks for and that do not take it themselves: for ``product_id``, a tool described "Get
+    the product id and the shipping warehouse of an order". Only parameters of two words or
+    more are matched (an ``id`` alone names nothing); a possessive reads as the word
+    ("a customer's id" names ``customer_id``)."""
+    words = parameter_words(parameter)
+    if " " not in words:
+        return []
+    phrase = re.compile(rf"\b{re.escape(words)}\b")
+    return [
+        tool.function.name
+        for tool in tools
+        if tool.function.name != called
+        and parameter not in ((tool.function.parameters or {}).get("properties") or {})
+        and phrase.search(_plain_words(tool.function.description or ""))
+    ]
+
+
+def parameter_words(parameter: str) -> str:
+    """``customer_id`` and ``customerId`` as "customer id"."""
+    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", parameter).replace("_", " ")
+    return " ".join(spaced.split()).casefold()
+
+
+def _plain_words(text: str) -> str:
+    """``text`` casefolded, possessives dropped and spaces made single."""
+    return " ".join(re.sub(r"['’]s\b", "", text.casefold()).split())
 
 
 @dataclass
@@ -151,12 +239,19 @@ class UnfoundedValues:
 
     values: list[str] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
+    #: The parameters the values and names were given to, in order.
+    parameters: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
         return bool(self.values or self.names)
 
-    def result(self) -> str:
-        """What the model is told of the call."""
+    def add(self, parameter: str, value: str, name: bool = False) -> None:
+        (self.names if name else self.values).append(value)
+        self.parameters.append(parameter)
+
+    def result(self, tools: Sequence[ToolDefinition] = (), called: str = "") -> str:
+        """What the model is told of the call to ``called``: which values are made up, and
+        which of ``tools`` give them."""
         parts = [
             template.format(values=", ".join(values))
             for template, values in (
@@ -165,6 +260,9 @@ class UnfoundedValues:
             )
             if values
         ]
+        for parameter in dict.fromkeys(self.parameters):
+            if giving := tools_giving(parameter, tools, called):
+                parts.append(f"{', '.join(giving)} gives the {parameter_words(parameter)}.")
         return " ".join(parts)
 
 
@@ -176,14 +274,34 @@ class UnfoundedCall:
     values: UnfoundedValues
 
 
-def unfounded_exchange(unfounded: Sequence[UnfoundedCall]) -> list[ChatMessage]:
-    """The calls with made-up values, and for each a result saying so: the model, shown this
-    after the conversation, calls again."""
+def tools_giving_every(
+    unfounded: Sequence[UnfoundedCall], tools: Sequence[ToolDefinition]
+) -> list[ToolDefinition]:
+    """The offered tools that give the made-up values (``tools_giving``) where every call of
+    ``unfounded`` has one for each made-up value; else none. The call made after the model
+    is told is held to them: told only that ``get_order`` gives the product id it lacked, the
+    model still looked up a customer by a name from nowhere ("John Doe") through LangChain
+    (benchmarks/README.md, "The tool that gives a made-up value")."""
+    giving: dict[str, None] = {}
+    for u in unfounded:
+        for parameter in u.values.parameters:
+            found = tools_giving(parameter, tools, u.call.function.name)
+            if not found:
+                return []
+            giving.update(dict.fromkeys(found))
+    return [tool for tool in tools if tool.function.name in giving]
+
+
+def unfounded_exchange(
+    unfounded: Sequence[UnfoundedCall], tools: Sequence[ToolDefinition] = ()
+) -> list[ChatMessage]:
+    """The calls with made-up values, and for each a result saying so and naming the
+    ``tools`` that give them: the model, shown this after the conversation, calls again."""
     results = [
         ChatMessage(
             role="tool",
             tool_call_id=u.call.id,
-            content=u.values.result(),
+            content=u.values.result(tools, u.call.function.name),
         )
         for u in unfounded
     ]

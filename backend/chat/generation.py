@@ -33,12 +33,14 @@ from backend.chat.call_after_results import call_after_results
 from backend.chat.call_checks import (
     UnfoundedCall,
     call_key,
+    respaced_arguments,
+    tools_giving_every,
     unfounded_arguments,
     unfounded_exchange,
 )
 from backend.chat.output import OutputEvent, OutputProcessor, ToolCallsFound
 from backend.chat.prompt import AnswerOrCall, Generation, RenderedPrompt
-from backend.chat.tool_calls import TOOL_RESPONSE_OPEN, opens_tool_call
+from backend.chat.tool_calls import TOOL_RESPONSE_OPEN, call_constraint, opens_tool_call
 from backend.chat.tool_need import ToolNeedThresholds, calls_are_wanted
 from backend.engines.base import ChatEngine, SamplingParams
 from backend.protocol.schemas import TokenLogprob
@@ -155,9 +157,12 @@ def _answer_or_call(
         # Every call made up an argument: the model is shown those calls failing, as a tool
         # would answer them, and calls once more. (Let free to answer instead, it wrote
         # advice on which tool to call: benchmarks/README.md, "Agents that chain tools".)
-        retry = prompt.continued(unfounded_exchange(unfounded)).call
+        retry = prompt.continued(unfounded_exchange(unfounded, prompt.tools)).call
+        if giving := tools_giving_every(unfounded, prompt.tools):
+            constraint = call_constraint(giving, retry.parallel_calls)
+            retry = dataclasses.replace(retry, constraint=constraint)
         retried = _Reading(engine, retry, stop, should_stop, logprobs).events(params)
-        held, _ = _review(list(retried), prompt)
+        held, _ = _review(list(retried), prompt, numbers=False)
     if held is None:
         yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
         return
@@ -194,18 +199,20 @@ def _no_answer(engine: ChatEngine, opening: Sequence[int]) -> bool:
 
 
 def _review(
-    events: list[OutputEvent], prompt: AnswerOrCall
+    events: list[OutputEvent], prompt: AnswerOrCall, numbers: bool = True
 ) -> tuple[list[OutputEvent] | None, list[UnfoundedCall]]:
     """``events`` with the calls not worth making taken out (``backend.chat.call_checks``):
     repeats of answered calls or of the reply's own, and calls with made-up arguments
-    (returned too). None when calls were found and none is left."""
+    (returned too; made-up numbers only with ``numbers``: a call made again after the model
+    was told keeps its numbers). None when calls were found and none is left."""
     found = next((e.calls for e in events if isinstance(e, ToolCallsFound)), None)
     if not found:
         return events, []
     unfounded, kept, seen = [], [], set(prompt.answered)
     for call in found:
+        call = call.model_copy(update={"function": respaced_arguments(call.function, prompt.said)})
         key = call_key(call.function.name, call.function.arguments)
-        if values := unfounded_arguments(call.function, prompt.tools, prompt.said):
+        if values := unfounded_arguments(call.function, prompt.tools, prompt.said, numbers):
             unfounded.append(UnfoundedCall(call, values))
         elif key not in seen:
             kept.append(call)
