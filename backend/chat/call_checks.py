@@ -281,7 +281,7 @@ def tools_giving_every(
     ``unfounded`` has one for each made-up value; else none. The call made after the model
     is told is held to them: told only that ``get_order`` gives the product id it lacked, the
     model still looked up a customer by a name from nowhere ("John Doe") through LangChain
-    (benchmarks/README.md, "The tool that gives a made-up value")."""
+    (benchmarks/README.md, "Made-up numbers, the tool that gives a made-up value")."""
     giving: dict[str, None] = {}
     for u in unfounded:
         for parameter in u.values.parameters:

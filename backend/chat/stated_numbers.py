@@ -3,7 +3,7 @@
 Asked "What is the temperature in Seoul in Fahrenheit?", the 1.5B model's first call was
 ``convert_units(25, "celsius", "fahrenheit")``; asked for a customer's balance in won,
 ``convert_currency(1000, "USD", "KRW")``: amounts from nowhere, where another tool would have
-given them (benchmarks/README.md, "Numbers from a conversation that states none"). A number
+given them (benchmarks/README.md, "Made-up numbers, the tool that gives a made-up value"). A number
 can be written in many ways ("50만 원", "1万円", "two hours", "a dozen"), so only a
 conversation that holds none at all is taken as stating no number: no digit or other numeric
 character (CJK numerals ``三``, ``万`` are numeric), no English number word, no Korean
