@@ -15,10 +15,10 @@ under the format's constraint. Where the profile sets a threshold, calls the mod
 finds unneeded for the message are dropped and the message answered without tools
 (``backend.chat.tool_need``).
 
-A generated call is then reviewed (``backend.chat.call_checks``): calls repeating one the
-conversation answered, or one earlier in the same reply, are dropped; calls with a made-up
-argument are shown to the model as failed, in an exchange the client never sees, and the
-model calls once more. When no call is left, or the model ends
+A generated call is then reviewed: calls repeating one the conversation answered, or one
+earlier in the same reply, are dropped (``backend.chat.repeated_calls``); calls with a made-up
+argument (``backend.chat.made_up_arguments``) are shown to the model as failed, in an exchange
+the client never sees, and the model calls once more. When no call is left, or the model ends
 its turn at once (an empty answer) or starts writing a tool's result itself, the ``plain``
 generation answers without tools.
 """
@@ -30,9 +30,8 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from backend.chat.call_after_results import call_after_results
-from backend.chat.call_checks import (
+from backend.chat.made_up_arguments import (
     UnfoundedCall,
-    call_key,
     respaced_arguments,
     tools_giving_every,
     unfounded_arguments,
@@ -40,6 +39,7 @@ from backend.chat.call_checks import (
 )
 from backend.chat.output import OutputEvent, OutputProcessor, ToolCallsFound
 from backend.chat.prompt import AnswerOrCall, Generation, RenderedPrompt
+from backend.chat.repeated_calls import call_key
 from backend.chat.tool_calls import TOOL_RESPONSE_OPEN, call_constraint, opens_tool_call
 from backend.chat.tool_need import ToolNeedThresholds, calls_are_wanted
 from backend.engines.base import ChatEngine, SamplingParams
@@ -201,10 +201,11 @@ def _no_answer(engine: ChatEngine, opening: Sequence[int]) -> bool:
 def _review(
     events: list[OutputEvent], prompt: AnswerOrCall, numbers: bool = True
 ) -> tuple[list[OutputEvent] | None, list[UnfoundedCall]]:
-    """``events`` with the calls not worth making taken out (``backend.chat.call_checks``):
-    repeats of answered calls or of the reply's own, and calls with made-up arguments
-    (returned too; made-up numbers only with ``numbers``: a call made again after the model
-    was told keeps its numbers). None when calls were found and none is left."""
+    """``events`` with the calls not worth making taken out: repeats of answered calls or of
+    the reply's own (``repeated_calls``), and calls with made-up arguments
+    (``made_up_arguments``; returned too; made-up numbers only with ``numbers``: a call made
+    again after the model was told keeps its numbers). None when calls were found and none is
+    left."""
     found = next((e.calls for e in events if isinstance(e, ToolCallsFound)), None)
     if not found:
         return events, []

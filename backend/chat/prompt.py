@@ -22,14 +22,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.chat.call_checks import (
+from backend.chat.made_up_arguments import conversation_text
+from backend.chat.number_lists import spaced_number_lists
+from backend.chat.repeated_calls import (
     CallKey,
     answered_calls,
-    conversation_text,
     last_calls_written,
     parsed_arguments,
 )
-from backend.chat.number_lists import spaced_number_lists
 from backend.chat.tool_calls import (
     SEVERAL_CALLS_FORMAT,
     call_constraint,
@@ -73,19 +73,19 @@ class AnswerOrCall:
     #: is wanted needs (``backend.chat.tool_need``).
     tool_need: ToolNeedCheck | None = None
     #: The calls the conversation already holds with their results (``call_key``): a reply
-    #: never repeats one (``backend.chat.call_checks``).
+    #: never repeats one (``backend.chat.repeated_calls``).
     answered: frozenset[CallKey] = frozenset()
     #: Whether the conversation ends in tool results (the step after a call).
     after_results: bool = False
     #: After tool results: the tokens of a call repeating the last reply's calls, as the
-    #: constraint writes it (``call_checks.last_calls_written``): ``call``'s draft.
+    #: constraint writes it (``repeated_calls.last_calls_written``): ``call``'s draft.
     repeat: tuple[int, ...] = ()
     #: The tools offered, and what the conversation says (``conversation_text``): what
-    #: finding made-up arguments needs (``backend.chat.call_checks``).
+    #: finding made-up arguments needs (``backend.chat.made_up_arguments``).
     tools: tuple[ToolDefinition, ...] = ()
     said: str = ""
     #: The same request with more messages at the end of its conversation (whose ``call``
-    #: is generated after an exchange the client never sees, ``backend.chat.call_checks``).
+    #: is generated after an exchange the client never sees, ``backend.chat.made_up_arguments``).
     continued: Callable[[Sequence[ChatMessage]], AnswerOrCall] | None = None
 
     @property
@@ -188,7 +188,7 @@ def render_prompt(
     shown = [_with_spaced_lists(m) for m in messages] if active_tools else messages
     conversation = _with_system([_template_message(m) for m in shown], answer_format)
     if not constrained and messages[-1].role == "tool" and tool_choice in (None, "auto"):
-        # Calls parsed from free text are not reviewed (``backend.chat.call_checks`` needs
+        # Calls parsed from free text are not reviewed (``backend.chat.repeated_calls`` needs
         # the call generated apart): without it the small models repeat the call they just
         # made, so such an engine answers from the results, without tools.
         conversation = _with_system(_with_tool_results_as_user_turn(messages), answer_format)

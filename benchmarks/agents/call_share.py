@@ -20,10 +20,10 @@ import torch
 
 import backend
 from backend.chat.call_after_results import call_opening_tokens
-from backend.chat.call_checks import answered_calls, call_key
 from backend.chat.generation import answer_events
 from backend.chat.output import ToolCallsFound
 from backend.chat.prompt import render_prompt
+from backend.chat.repeated_calls import answered_calls, call_key
 from backend.engines import sampling
 from backend.engines.base import FavouredFirstToken, SamplingParams
 from backend.protocol.schemas import ChatMessage, ToolDefinition

@@ -14,14 +14,12 @@ import json
 
 import pytest
 
-from backend.chat.call_checks import (
+from backend.chat.made_up_arguments import (
     NAME_AS_ID_RESULT,
     UNFOUNDED_RESULT,
-    answered_calls,
-    call_key,
-    last_calls_written,
     unfounded_arguments,
 )
+from backend.chat.repeated_calls import answered_calls, call_key, last_calls_written
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall, ToolDefinition
 from backend.testing import offline_backend
 from backend.testing.engines import yes_or_no_logprobs

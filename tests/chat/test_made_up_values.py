@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from backend.chat.call_checks import (
+from backend.chat.made_up_arguments import (
     UNFOUNDED_RESULT,
     respaced_arguments,
     tools_giving,

@@ -1,13 +1,7 @@
-"""Which generated calls are worth making: not one the conversation already answered, and
-not one whose arguments the model made up rather than took from the conversation.
+"""Arguments the model made up rather than took from the conversation, a fault that comes
+from reading a conversation, not from the schema, so the constraint cannot rule it out;
+``backend.chat.generation`` shows such calls to the model as failed and it calls again.
 
-Both faults come from reading a conversation, not from the schema, so the constraint cannot
-rule them out; ``backend.chat.generation`` drops such calls after they are generated.
-
-* A repeated call (the same tool and the same arguments as one whose result the conversation
-  holds, or as one earlier in the same reply) would only give the same result again. Once
-  tools stay offered after results, the small Qwen models often write the call they just
-  made again instead of answering.
 * A made-up argument: asked "What is the balance of customer Jun Seo?" with a tool described
   as "balance by customer id (an id such as C-1234)", the 1.5B model calls it with
   ``C-1234`` instead of first looking the id up with the tool that finds it; asked for
@@ -67,55 +61,6 @@ def _parameter_ending(*words: str) -> re.Pattern[str]:
 IDENTIFIER_PARAMETER = _parameter_ending("id", "ids", "number", "code", "key")
 #: Parameter names that name an id proper, whose value is data even without a digit.
 ID_PARAMETER = _parameter_ending("id", "ids")
-
-#: A call as compared with others: the tool's name and its arguments as canonical JSON.
-CallKey = tuple[str, str]
-
-
-def call_key(name: str, arguments: str) -> CallKey:
-    """What makes two calls the same call: the tool and the arguments as values (key order
-    and spacing aside)."""
-    return name, json.dumps(parsed_arguments(arguments), sort_keys=True, ensure_ascii=False)
-
-
-def parsed_arguments(arguments: str) -> Any:
-    """A call's arguments as JSON values; text that is not JSON as it is."""
-    try:
-        return json.loads(arguments)
-    except json.JSONDecodeError:
-        return arguments
-
-
-def answered_calls(messages: Sequence[ChatMessage]) -> frozenset[CallKey]:
-    """The ``call_key`` of every call in ``messages`` that a tool message answered."""
-    results = {m.tool_call_id for m in messages if m.role == "tool"}
-    return frozenset(
-        call_key(call.function.name, call.function.arguments)
-        for m in messages
-        for call in m.tool_calls or ()
-        if call.id in results
-    )
-
-
-def last_calls_written(messages: Sequence[ChatMessage], several: bool) -> str:
-    """The calls of the conversation's last reply, answered by the tool messages that end it,
-    written as the call constraint writes a reply that repeats them: an array of them where
-    a reply may hold several calls, else the first. "" when the conversation does not end in
-    their results. A draft of what the model writes when it repeats itself
-    (``SamplingParams.draft``), checked in one evaluation instead of decoded."""
-    end = len(messages)
-    while end > 0 and messages[end - 1].role == "tool":
-        end -= 1
-    if end == len(messages) or end == 0 or not messages[end - 1].tool_calls:
-        return ""
-    written = [
-        json.dumps(
-            {"name": call.function.name, "arguments": parsed_arguments(call.function.arguments)},
-            ensure_ascii=False,
-        )
-        for call in messages[end - 1].tool_calls
-    ]
-    return f"[{', '.join(written)}]" if several else written[0]
 
 
 def conversation_text(messages: Sequence[ChatMessage]) -> str:
