@@ -26,7 +26,9 @@ from benchmarks.agents.runners import RUNNERS, RecordingBackend, Run
 from benchmarks.agents.scoring import (
     KINDS,
     TASK_SETS,
+    TOOL_ORDERS,
     Transcript,
+    in_tool_order,
     load_tasks,
     score,
     summarise,
@@ -48,7 +50,14 @@ def parse_args() -> argparse.Namespace:
     parser.add_argument("--temperature", type=float, default=0.0)
     parser.add_argument("--limit", type=int, default=None, help="first N tasks (after --kinds)")
     parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated task kinds")
+    parser.add_argument("--ids", default=None, help="comma-separated task ids (after --kinds)")
     parser.add_argument("--label", default="run", help="names the results files")
+    parser.add_argument(
+        "--tool-order",
+        default="given",
+        choices=TOOL_ORDERS,
+        help="the order each task offers its tools in: as the task lists them, or reversed",
+    )
     parser.add_argument(
         "--system-prompt", default=None, help="LangChain's system_prompt (default: none)"
     )
@@ -134,7 +143,12 @@ def main() -> None:
     if kinds - set(KINDS):
         raise SystemExit(f"unknown kind(s) {sorted(kinds - set(KINDS))}; use {', '.join(KINDS)}")
     tasks = [task for task in load_tasks(TASK_SETS[args.tasks]) if task["kind"] in kinds]
-    tasks = tasks[: args.limit]
+    if args.ids:
+        ids = {i.strip() for i in args.ids.split(",")}
+        if unknown := ids - {task["id"] for task in tasks}:
+            raise SystemExit(f"no task {sorted(unknown)} of the chosen set and kinds")
+        tasks = [task for task in tasks if task["id"] in ids]
+    tasks = in_tool_order(tasks[: args.limit], args.tool_order)
 
     import backend as core
 

@@ -13,6 +13,7 @@ calls are one step; the others', one call a step.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import Any
 
@@ -24,11 +25,12 @@ from backend.chat.generation import answer_events
 from backend.chat.output import ToolCallsFound
 from backend.chat.prompt import render_prompt
 from backend.chat.repeated_calls import answered_calls, call_key
+from backend.chat.tool_calls import call_constraint
 from backend.engines import sampling
 from backend.engines.base import FavouredFirstToken, SamplingParams
 from backend.protocol.schemas import ChatMessage, ToolDefinition
 from benchmarks.agents import world
-from benchmarks.agents.scoring import load_tasks
+from benchmarks.agents.scoring import TOOL_ORDERS, in_tool_order, load_tasks
 
 
 def solution_states(task: dict[str, Any]):
@@ -60,6 +62,19 @@ def solution_states(task: dict[str, Any]):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True)
+    parser.add_argument("--kinds", default=None, help="comma-separated task kinds (default: all)")
+    parser.add_argument(
+        "--tool-order",
+        default="given",
+        choices=TOOL_ORDERS,
+        help="each task's tools as tasks.jsonl lists them, or reversed",
+    )
+    parser.add_argument(
+        "--held-from-repeats",
+        action="store_true",
+        help="also write the call made when it is held to the tools the last step did not "
+        "call (the same prompt, those tools' constraint): the fields held and held_written",
+    )
     args = parser.parse_args()
     client = backend.connect()
     engine = client._chat_service.get().engine
@@ -78,24 +93,45 @@ def main() -> None:
     sampling.favoured_first_token = reading_first
     reading = SamplingParams(max_new_tokens=1, first_token=FavouredFirstToken(opening, 2.0))
     with open(args.out, "w", encoding="utf-8") as out:
-        for task in load_tasks():
+        tasks = [t for t in load_tasks() if not args.kinds or t["kind"] in args.kinds.split(",")]
+        for task in in_tool_order(tasks, args.tool_order):
             tools = [ToolDefinition.model_validate(t) for t in world.openai_tools(task["tools"])]
             for k, more, messages, following in solution_states(task):
                 prompt = render_prompt(tokenizer, messages, tools, None, constrained=True)
                 list(engine.generate(prompt.answer.ids, reading))
                 forced = render_prompt(tokenizer, messages, tools, "required", constrained=True)
-                params = SamplingParams(max_new_tokens=200)
-                events = list(answer_events(engine, forced, params, (), lambda: False))
-                found = [c for e in events if isinstance(e, ToolCallsFound) for c in e.calls]
-                written = [(c.function.name, json.loads(c.function.arguments)) for c in found]
-                answered = answered_calls(messages)
-                repeat = all(
-                    call_key(c.function.name, c.function.arguments) in answered for c in found
-                )
-                kind = "next" if written == following else "repeat" if repeat else "other"
+                kind, written = forced_call(engine, forced, messages, following)
                 row = {"id": task["id"], "step": k, "more": more, **seen, "forced": kind}
                 row["written"] = written
+                last = _last_step_tools(messages)
+                others = [t for t in tools if t.function.name not in last]
+                if args.held_from_repeats and others:
+                    held = call_constraint(others, forced.parallel_calls)
+                    held_prompt = dataclasses.replace(forced, constraint=held)
+                    row["held"], row["held_written"] = forced_call(
+                        engine, held_prompt, messages, following
+                    )
                 print(json.dumps(row, ensure_ascii=False), file=out, flush=True)
+
+
+def _last_step_tools(messages: list[ChatMessage]) -> set[str]:
+    """The tools called by the reply whose results end ``messages``."""
+    end = len(messages)
+    while messages[end - 1].role == "tool":
+        end -= 1
+    return {call.function.name for call in messages[end - 1].tool_calls or ()}
+
+
+def forced_call(engine, prompt, messages, following) -> tuple[str, list]:
+    """The call the model writes greedily from ``prompt`` (a forced call), and whether it is
+    the solution's next one (``next``), a repeat of an answered one, or another."""
+    params = SamplingParams(max_new_tokens=200)
+    events = list(answer_events(engine, prompt, params, (), lambda: False))
+    found = [c for e in events if isinstance(e, ToolCallsFound) for c in e.calls]
+    written = [(c.function.name, json.loads(c.function.arguments)) for c in found]
+    answered = answered_calls(messages)
+    repeat = all(call_key(c.function.name, c.function.arguments) in answered for c in found)
+    return ("next" if written == following else "repeat" if repeat else "other"), written
 
 
 if __name__ == "__main__":

@@ -56,6 +56,21 @@ def load_tasks(path: Path = TASKS) -> list[dict[str, Any]]:
         return [json.loads(line) for line in lines if line.strip()]
 
 
+#: The orders a run may offer each task's tools in (``--tool-order``): as the task lists them
+#: (most tasks list the solution's tools first, in the order the solution calls them), or
+#: reversed, to see how much the model's choices hang on that order.
+TOOL_ORDERS = ("given", "reversed")
+
+
+def in_tool_order(tasks: list[dict[str, Any]], order: str) -> list[dict[str, Any]]:
+    """``tasks`` offering their tools in ``order`` (``TOOL_ORDERS``)."""
+    if order not in TOOL_ORDERS:
+        raise ValueError(f"unknown tool order {order!r}; use {', '.join(TOOL_ORDERS)}")
+    if order == "given":
+        return tasks
+    return [{**task, "tools": task["tools"][::-1]} for task in tasks]
+
+
 def normalise(text: str) -> str:
     """Lower case, NFKC, thousands separators dropped: '１,２５０ USD' -> '1250 usd'."""
     # Before NFKC too: it turns a narrow no-break space into a plain one, no separator.

@@ -13,6 +13,7 @@ from benchmarks.agents.scoring import (
     Transcript,
     answer_has,
     contains,
+    in_tool_order,
     load_tasks,
     repeated_calls,
     score,
@@ -249,3 +250,14 @@ def test_the_held_out_set_is_chosen_by_option_and_named_apart(monkeypatch, argv,
         TASK_SETS[args.tasks].name
         == {"dev": "tasks.jsonl", "heldout": "tasks_heldout.jsonl"}[tasks]
     )
+
+
+def test_a_run_may_offer_each_task_s_tools_reversed_and_leaves_the_tasks_as_they_are():
+    tasks = SETS["dev"][:3]
+    listed = [task["tools"] for task in tasks]
+    assert in_tool_order(tasks, "given") == tasks
+    reversed_tasks = in_tool_order(tasks, "reversed")
+    assert [task["tools"] for task in reversed_tasks] == [tools[::-1] for tools in listed]
+    assert [task["tools"] for task in tasks] == listed
+    with pytest.raises(ValueError, match="unknown tool order"):
+        in_tool_order(tasks, "shuffled")
