@@ -10,6 +10,8 @@ repeated calls, limits reached and seconds.
     CORE_MODEL_PROFILE=small python -m benchmarks.agents --profile small --limit 3
     python -m benchmarks.agents --framework langchain,openai --kinds two_step,three_step
     python -m benchmarks.agents --tasks heldout --framework langchain --label final
+    python -m benchmarks.agents --framework langchain --kinds two_step --tool-order reversed
+    python -m benchmarks.agents --framework llamaindex --ids two_step-02,three_step-04
 """
 
 from __future__ import annotations
