@@ -22,6 +22,7 @@ import torch
 import backend
 from backend.chat.call_after_results import call_opening_tokens
 from backend.chat.generation import answer_events
+from backend.chat.logprobs import TokenLogprobsReader
 from backend.chat.output import ToolCallsFound
 from backend.chat.prompt import render_prompt
 from backend.chat.repeated_calls import answered_calls, call_key
@@ -73,13 +74,14 @@ def main() -> None:
         "--held-from-repeats",
         action="store_true",
         help="also write the call made when it is held to the tools the last step did not "
-        "call (the same prompt, those tools' constraint): the fields held and held_written",
+        "call (the same prompt, those tools' constraint): held, held_written, held_logprobs",
     )
     args = parser.parse_args()
     client = backend.connect()
     engine = client._chat_service.get().engine
     tokenizer = engine.tokenizer
     opening = call_opening_tokens(tokenizer)
+    describe = TokenLogprobsReader(tokenizer)
     ids = sorted(opening)
     seen: dict[str, Any] = {}
     choose_first = sampling.favoured_first_token
@@ -100,7 +102,7 @@ def main() -> None:
                 prompt = render_prompt(tokenizer, messages, tools, None, constrained=True)
                 list(engine.generate(prompt.answer.ids, reading))
                 forced = render_prompt(tokenizer, messages, tools, "required", constrained=True)
-                kind, written = forced_call(engine, forced, messages, following)
+                kind, written, _ = forced_call(engine, forced, messages, following)
                 row = {"id": task["id"], "step": k, "more": more, **seen, "forced": kind}
                 row["written"] = written
                 last = _last_step_tools(messages)
@@ -108,8 +110,8 @@ def main() -> None:
                 if args.held_from_repeats and others:
                     held = call_constraint(others, forced.parallel_calls)
                     held_prompt = dataclasses.replace(forced, constraint=held)
-                    row["held"], row["held_written"] = forced_call(
-                        engine, held_prompt, messages, following
+                    row["held"], row["held_written"], row["held_logprobs"] = forced_call(
+                        engine, held_prompt, messages, following, describe
                     )
                 print(json.dumps(row, ensure_ascii=False), file=out, flush=True)
 
@@ -122,16 +124,20 @@ def _last_step_tools(messages: list[ChatMessage]) -> set[str]:
     return {call.function.name for call in messages[end - 1].tool_calls or ()}
 
 
-def forced_call(engine, prompt, messages, following) -> tuple[str, list]:
-    """The call the model writes greedily from ``prompt`` (a forced call), and whether it is
-    the solution's next one (``next``), a repeat of an answered one, or another."""
-    params = SamplingParams(max_new_tokens=200)
-    events = list(answer_events(engine, prompt, params, (), lambda: False))
+def forced_call(engine, prompt, messages, following, describe=None) -> tuple[str, list, dict]:
+    """The call the model writes greedily from ``prompt`` (a forced call), whether it is the
+    solution's next one (``next``), a repeat of an answered one, or another, and with
+    ``describe`` (a ``TokenLogprobsReader``) the mean and least log-probability of its
+    tokens."""
+    params = SamplingParams(max_new_tokens=200, top_logprobs=0 if describe else None)
+    events = list(answer_events(engine, prompt, params, (), lambda: False, logprobs=describe))
+    entries = [entry.logprob for e in events for entry in getattr(e, "logprobs", ())]
+    read = {"mean": sum(entries) / len(entries), "least": min(entries)} if entries else {}
     found = [c for e in events if isinstance(e, ToolCallsFound) for c in e.calls]
     written = [(c.function.name, json.loads(c.function.arguments)) for c in found]
     answered = answered_calls(messages)
     repeat = all(call_key(c.function.name, c.function.arguments) in answered for c in found)
-    return ("next" if written == following else "repeat" if repeat else "other"), written
+    return ("next" if written == following else "repeat" if repeat else "other"), written, read
 
 
 if __name__ == "__main__":
