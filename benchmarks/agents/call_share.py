@@ -3,6 +3,9 @@ each development task's solution chain, the share of probability the model gives
 opening (as the generation reads it, the first token of the answer with tools offered), its
 likeliest first token, and the call it writes when it must call (``tool_choice``
 ``required``, greedy): the solution's next call, a repeat of an answered one, or another.
+The calls are read as the review leaves them, those repeating an answered call dropped (a
+reply of a repeat and the next call is the next call); ``call-share-default.jsonl`` was
+written before that, reading the reply whole.
 
     python -m benchmarks.agents.call_share --out benchmarks/agents/call-share-default.jsonl
 
@@ -135,9 +138,19 @@ def forced_call(engine, prompt, messages, following, describe=None) -> tuple[str
     read = {"mean": sum(entries) / len(entries), "least": min(entries)} if entries else {}
     found = [c for e in events if isinstance(e, ToolCallsFound) for c in e.calls]
     written = [(c.function.name, json.loads(c.function.arguments)) for c in found]
+    return call_kind(written, messages, following), written, read
+
+
+def call_kind(written: list, messages: list[ChatMessage], following: list | None) -> str:
+    """``next`` where the calls ``written``, less those repeating a call ``messages`` answered,
+    are the solution's ``following`` ones; ``repeat`` where none is left; else ``other``."""
     answered = answered_calls(messages)
-    repeat = all(call_key(c.function.name, c.function.arguments) in answered for c in found)
-    return ("next" if written == following else "repeat" if repeat else "other"), written, read
+    new = [
+        [name, args] for name, args in written if call_key(name, json.dumps(args)) not in answered
+    ]
+    if not new:
+        return "repeat"
+    return "next" if following is not None and new == [list(c) for c in following] else "other"
 
 
 if __name__ == "__main__":

@@ -261,3 +261,16 @@ def test_a_run_may_offer_each_task_s_tools_reversed_and_leaves_the_tasks_as_they
     assert [task["tools"] for task in tasks] == listed
     with pytest.raises(ValueError, match="unknown tool order"):
         in_tool_order(tasks, "shuffled")
+
+
+def test_the_probe_reads_a_forced_call_as_the_review_leaves_it():
+    from benchmarks.agents.call_share import call_kind, solution_states
+
+    task = next(t for t in SETS["dev"] if t["id"] == "two_step-01")
+    _, more, messages, following = next(solution_states(task))
+    assert more
+    first = [(c["name"], c["args"]) for c in task["solution"][:1]]
+    assert call_kind(first, messages, following) == "repeat"
+    assert call_kind(first + following, messages, following) == "next"
+    assert call_kind(following, messages, following) == "next"
+    assert call_kind([("get_weather", {"city": "Seoul"})], messages, following) == "other"
