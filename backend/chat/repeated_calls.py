@@ -11,7 +11,7 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from backend.protocol.schemas import ChatMessage
+from backend.protocol.schemas import ChatMessage, ToolCall
 
 #: A call as compared with others: the tool's name and its arguments as canonical JSON.
 CallKey = tuple[str, str]
@@ -42,22 +42,31 @@ def answered_calls(messages: Sequence[ChatMessage]) -> frozenset[CallKey]:
     )
 
 
-def last_calls_written(messages: Sequence[ChatMessage], several: bool) -> str:
-    """The calls of the conversation's last reply, answered by the tool messages that end it,
-    written as the call constraint writes a reply that repeats them: an array of them where
-    a reply may hold several calls, else the first. "" when the conversation does not end in
-    their results. A draft of what the model writes when it repeats itself
-    (``SamplingParams.draft``), checked in one evaluation instead of decoded."""
+def last_reply_calls(messages: Sequence[ChatMessage]) -> list[ToolCall]:
+    """The calls of the conversation's last reply, where tool messages answering it end the
+    conversation; else none."""
     end = len(messages)
     while end > 0 and messages[end - 1].role == "tool":
         end -= 1
-    if end == len(messages) or end == 0 or not messages[end - 1].tool_calls:
+    if end == len(messages) or end == 0:
+        return []
+    return list(messages[end - 1].tool_calls or ())
+
+
+def last_calls_written(messages: Sequence[ChatMessage], several: bool) -> str:
+    """The calls of the conversation's last reply, answered by the tool messages that end it
+    (``last_reply_calls``), written as the call constraint writes a reply that repeats them:
+    an array of them where a reply may hold several calls, else the first. "" when the
+    conversation does not end in their results. A draft of what the model writes when it
+    repeats itself (``SamplingParams.draft``), checked in one evaluation instead of decoded."""
+    calls = last_reply_calls(messages)
+    if not calls:
         return ""
     written = [
         json.dumps(
             {"name": call.function.name, "arguments": parsed_arguments(call.function.arguments)},
             ensure_ascii=False,
         )
-        for call in messages[end - 1].tool_calls
+        for call in calls
     ]
     return f"[{', '.join(written)}]" if several else written[0]

@@ -28,7 +28,7 @@ from backend.chat.generation import answer_events
 from backend.chat.logprobs import TokenLogprobsReader
 from backend.chat.output import ToolCallsFound
 from backend.chat.prompt import render_prompt
-from backend.chat.repeated_calls import answered_calls, call_key
+from backend.chat.repeated_calls import answered_calls, call_key, last_reply_calls
 from backend.chat.tool_calls import call_constraint
 from backend.engines import sampling
 from backend.engines.base import FavouredFirstToken, SamplingParams
@@ -108,7 +108,7 @@ def main() -> None:
                 kind, written, _ = forced_call(engine, forced, messages, following)
                 row = {"id": task["id"], "step": k, "more": more, **seen, "forced": kind}
                 row["written"] = written
-                last = _last_step_tools(messages)
+                last = {call.function.name for call in last_reply_calls(messages)}
                 others = [t for t in tools if t.function.name not in last]
                 if args.held_from_repeats and others:
                     held = call_constraint(others, forced.parallel_calls)
@@ -117,14 +117,6 @@ def main() -> None:
                         engine, held_prompt, messages, following, describe
                     )
                 print(json.dumps(row, ensure_ascii=False), file=out, flush=True)
-
-
-def _last_step_tools(messages: list[ChatMessage]) -> set[str]:
-    """The tools called by the reply whose results end ``messages``."""
-    end = len(messages)
-    while messages[end - 1].role == "tool":
-        end -= 1
-    return {call.function.name for call in messages[end - 1].tool_calls or ()}
 
 
 def forced_call(engine, prompt, messages, following, describe=None) -> tuple[str, list, dict]:

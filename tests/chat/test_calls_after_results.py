@@ -19,7 +19,12 @@ from backend.chat.made_up_arguments import (
     UNFOUNDED_RESULT,
     unfounded_arguments,
 )
-from backend.chat.repeated_calls import answered_calls, call_key, last_calls_written
+from backend.chat.repeated_calls import (
+    answered_calls,
+    call_key,
+    last_calls_written,
+    last_reply_calls,
+)
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall, ToolDefinition
 from backend.testing import offline_backend
 from backend.testing.engines import yes_or_no_logprobs
@@ -122,6 +127,13 @@ def test_last_calls_written_is_the_last_reply_s_calls_as_the_constraint_writes_t
     assert last_calls_written(messages, several=False) == '{"name": "f", "arguments": {"n": 1}}'
     assert last_calls_written(messages[:2], several=True) == ""  # no result yet
     assert last_calls_written(messages[:1], several=True) == ""
+
+
+def test_the_last_reply_s_calls_are_those_its_results_answer():
+    messages = _f_called_twice(("call_1", "one"), ("call_2", "서울"))
+    assert [call.id for call in last_reply_calls(messages)] == ["call_1", "call_2"]
+    assert last_reply_calls(messages[:2]) == []  # no result yet
+    assert last_reply_calls(messages[:1]) == []
 
 
 BALANCE = "balance of C-7781: 1250 EUR"
