@@ -12,9 +12,7 @@ the model gives a call's opening at least 0.135 wherever another call is needed,
 a conversion). Between that and the half where its likeliest token opens a call anyway, each
 call it writes when it has everything repeats one already answered, which the review drops
 before the answer is written without tools (``backend.chat.generation``), as it is when the
-model ends its turn at once, which is what its likeliest token does there (a call made again
-after the repeat is kept only where it uses what the last step found and its tool is needed,
-``backend.chat.next_in_chain``). So after
+model ends its turn at once, which is what its likeliest token does there. So after
 results a call is opened whenever the model gives it at least ``CALL_AFTER_RESULTS_FROM`` of
 its probability: midway between the two, chosen on the development states only
 (benchmarks/README.md has the readings and the held-out check).

@@ -16,10 +16,7 @@ finds unneeded for the message are dropped and the message answered without tool
 (``backend.chat.tool_need``).
 
 A generated call is then reviewed: calls repeating one the conversation answered, or one
-earlier in the same reply, are dropped (``backend.chat.repeated_calls``), and where every
-call after tool results repeated one, the model calls once more, held to the tools the last
-step did not call, and keeps only calls using what that step found whose tool the question
-needs (``backend.chat.next_in_chain``); calls with a made-up
+earlier in the same reply, are dropped (``backend.chat.repeated_calls``); calls with a made-up
 argument (``backend.chat.made_up_arguments``) are shown to the model as failed, in an exchange
 the client never sees, and the model calls once more. When no call is left, or the model ends
 its turn at once (an empty answer) or starts writing a tool's result itself, the ``plain``
@@ -40,7 +37,6 @@ from backend.chat.made_up_arguments import (
     unfounded_arguments,
     unfounded_exchange,
 )
-from backend.chat.next_in_chain import LastStep
 from backend.chat.output import OutputEvent, OutputProcessor, ToolCallsFound
 from backend.chat.prompt import AnswerOrCall, Generation, RenderedPrompt
 from backend.chat.repeated_calls import call_key
@@ -157,12 +153,6 @@ def _answer_or_call(
     names = [c.function.name for e in events if isinstance(e, ToolCallsFound) for c in e.calls]
     wanted = not (check and names) or calls_are_wanted(engine, check, names, tool_need_below)
     held, unfounded = _review(events, prompt) if wanted else (None, [])
-    if held is None and wanted and not unfounded and prompt.last_step is not None:
-        # Every call repeated an answered one: the model calls once more, held to the tools
-        # the last step did not call, keeping only calls that use what that step found.
-        held = _next_in_chain(
-            engine, prompt, prompt.last_step, params, stop, should_stop, logprobs, tool_need_below
-        )
     if held is None and unfounded and prompt.continued:
         # Every call made up an argument: the model is shown those calls failing, as a tool
         # would answer them, and calls once more. (Let free to answer instead, it wrote
@@ -177,44 +167,6 @@ def _answer_or_call(
         yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
         return
     yield from held
-
-
-def _next_in_chain(
-    engine: ChatEngine,
-    prompt: AnswerOrCall,
-    step: LastStep,
-    params: SamplingParams,
-    stop: Sequence[str],
-    should_stop: Callable[[], bool],
-    logprobs: DescribeToken | None,
-    tool_need_below: ToolNeedThresholds | None,
-) -> list[OutputEvent] | None:
-    """The call made again after a reply that only repeated answered calls, held to the
-    tools the last step did not call, with the calls that take no value the step found
-    dropped (``backend.chat.next_in_chain``), kept where the tool-need check finds one of
-    their tools needed for the question, then reviewed as the first was; None when no call
-    is left. From the call's own prompt, already evaluated; the repeat is no draft."""
-    others = step.other_tools(prompt.tools)
-    if not others:
-        return None
-    call = prompt.call
-    to_others = dataclasses.replace(call, constraint=call_constraint(others, call.parallel_calls))
-    params = dataclasses.replace(_after_answer_prompt(params, prompt), draft=())
-    events = list(_Reading(engine, to_others, stop, should_stop, logprobs).events(params))
-    names = {tool.function.name for tool in others}
-    found = next((e.calls for e in events if isinstance(e, ToolCallsFound)), [])
-    building = [c for c in found if c.function.name in names and step.takes_found_value(c)]
-    if not building:
-        return None
-    check = prompt.next_call_need
-    if check and tool_need_below:
-        named = [c.function.name for c in building]
-        if not calls_are_wanted(engine, check, named, tool_need_below):
-            return None
-    chained = [
-        ToolCallsFound(building, e.logprobs) if isinstance(e, ToolCallsFound) else e for e in events
-    ]
-    return _review(chained, prompt)[0]
 
 
 def _after_answer_prompt(params: SamplingParams, prompt: AnswerOrCall) -> SamplingParams:

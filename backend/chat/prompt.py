@@ -12,9 +12,8 @@ A request is answered in one of two ways, each a type of its own:
   schemas, is run instead (``backend.chat.generation``). This holds after tool results too:
   the tools stay offered and the model decides between another call and an answer, as at
   OpenAI and in vLLM. A call that repeats one the conversation already answered is dropped
-  (``AnswerOrCall.answered``); when every call repeats one, the model calls once more, held
-  to the tools the last step did not call (``backend.chat.next_in_chain``), and when nothing
-  is left the ``plain`` generation answers from the results without tools.
+  (``AnswerOrCall.answered``), and when nothing is left the ``plain`` generation answers
+  from the results without tools.
 """
 
 from __future__ import annotations
@@ -24,7 +23,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.chat.made_up_arguments import conversation_text
-from backend.chat.next_in_chain import LastStep, last_step
 from backend.chat.number_lists import spaced_number_lists
 from backend.chat.repeated_calls import (
     CallKey,
@@ -74,9 +72,6 @@ class AnswerOrCall:
     #: Where the conversation ends with a user message: what checking that a generated call
     #: is wanted needs (``backend.chat.tool_need``).
     tool_need: ToolNeedCheck | None = None
-    #: After tool results: the same check for the question they answer, which a call made
-    #: again after a repeat must pass (``backend.chat.next_in_chain``).
-    next_call_need: ToolNeedCheck | None = None
     #: The calls the conversation already holds with their results (``call_key``): a reply
     #: never repeats one (``backend.chat.repeated_calls``).
     answered: frozenset[CallKey] = frozenset()
@@ -85,9 +80,6 @@ class AnswerOrCall:
     #: After tool results: the tokens of a call repeating the last reply's calls, as the
     #: constraint writes it (``repeated_calls.last_calls_written``): ``call``'s draft.
     repeat: tuple[int, ...] = ()
-    #: After tool results: the step they answer, which a call made again after a repeat
-    #: builds on (``backend.chat.next_in_chain``).
-    last_step: LastStep | None = None
     #: The tools offered, and what the conversation says (``conversation_text``): what
     #: finding made-up arguments needs (``backend.chat.made_up_arguments``).
     tools: tuple[ToolDefinition, ...] = ()
@@ -237,23 +229,20 @@ def render_prompt(
     if messages[-1].role == "tool":
         conversation = _with_system(_with_tool_results_as_user_turn(messages), answer_format)
     plain = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
-    descriptions = {t.function.name: t.function.description or "" for t in active_tools}
-    asked = [m.content or "" for m in messages if m.role == "user"]
-    tool_need = next_call_need = None
+    tool_need = None
     if messages[-1].role == "user":
-        tool_need = ToolNeedCheck(message=asked[-1], descriptions=descriptions)
-    elif asked:
-        next_call_need = ToolNeedCheck(message=asked[-1], descriptions=descriptions)
+        tool_need = ToolNeedCheck(
+            message=messages[-1].content or "",
+            descriptions={t.function.name: t.function.description or "" for t in active_tools},
+        )
     return AnswerOrCall(
         answer=Generation(tokens(text), "", tool_names, answer_format, parallel_calls),
         call=call,
         plain=Generation(tokens(plain), constraint=answer_format),
         tool_need=tool_need,
-        next_call_need=next_call_need,
         answered=answered_calls(messages),
         after_results=messages[-1].role == "tool",
         repeat=tuple(tokens(last_calls_written(messages, parallel_calls))),
-        last_step=last_step(messages),
         tools=tuple(active_tools),
         said=conversation_text(messages),
         continued=continued,
