@@ -32,6 +32,7 @@ from benchmarks.agents.scoring import (
     Transcript,
     in_tool_order,
     load_tasks,
+    of_kinds,
     score,
     summarise,
 )
@@ -141,10 +142,10 @@ def main() -> None:
     unknown = sorted(set(frameworks) - set(RUNNERS))
     if unknown:
         raise SystemExit(f"unknown framework(s) {unknown}; use {', '.join(RUNNERS)}")
-    kinds = {kind.strip() for kind in args.kinds.split(",")}
-    if kinds - set(KINDS):
-        raise SystemExit(f"unknown kind(s) {sorted(kinds - set(KINDS))}; use {', '.join(KINDS)}")
-    tasks = [task for task in load_tasks(TASK_SETS[args.tasks]) if task["kind"] in kinds]
+    try:
+        tasks = of_kinds(load_tasks(TASK_SETS[args.tasks]), args.kinds)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
     if args.ids:
         ids = {i.strip() for i in args.ids.split(",")}
         if unknown := ids - {task["id"] for task in tasks}:

@@ -34,7 +34,7 @@ from backend.engines import sampling
 from backend.engines.base import FavouredFirstToken, SamplingParams
 from backend.protocol.schemas import ChatMessage, ToolDefinition
 from benchmarks.agents import world
-from benchmarks.agents.scoring import TOOL_ORDERS, in_tool_order, load_tasks
+from benchmarks.agents.scoring import KINDS, TOOL_ORDERS, in_tool_order, load_tasks, of_kinds
 
 
 def solution_states(task: dict[str, Any]):
@@ -66,7 +66,7 @@ def solution_states(task: dict[str, Any]):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", required=True)
-    parser.add_argument("--kinds", default=None, help="comma-separated task kinds (default: all)")
+    parser.add_argument("--kinds", default=",".join(KINDS), help="comma-separated task kinds")
     parser.add_argument(
         "--tool-order",
         default="given",
@@ -80,6 +80,10 @@ def main() -> None:
         "call (the same prompt, those tools' constraint): held, held_written, held_logprobs",
     )
     args = parser.parse_args()
+    try:  # refused before the model loads and the output file is opened
+        tasks = in_tool_order(of_kinds(load_tasks(), args.kinds), args.tool_order)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
     client = backend.connect()
     engine = client._chat_service.get().engine
     tokenizer = engine.tokenizer
@@ -98,8 +102,7 @@ def main() -> None:
     sampling.favoured_first_token = reading_first
     reading = SamplingParams(max_new_tokens=1, first_token=FavouredFirstToken(opening, 2.0))
     with open(args.out, "w", encoding="utf-8") as out:
-        tasks = [t for t in load_tasks() if not args.kinds or t["kind"] in args.kinds.split(",")]
-        for task in in_tool_order(tasks, args.tool_order):
+        for task in tasks:
             tools = [ToolDefinition.model_validate(t) for t in world.openai_tools(task["tools"])]
             for k, more, messages, following in solution_states(task):
                 prompt = render_prompt(tokenizer, messages, tools, None, constrained=True)

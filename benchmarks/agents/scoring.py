@@ -56,6 +56,15 @@ def load_tasks(path: Path = TASKS) -> list[dict[str, Any]]:
         return [json.loads(line) for line in lines if line.strip()]
 
 
+def of_kinds(tasks: list[dict[str, Any]], kinds: str) -> list[dict[str, Any]]:
+    """The ``tasks`` of the comma-separated ``kinds`` (``--kinds``); a kind not in ``KINDS``
+    is refused rather than choosing no task."""
+    chosen = {kind.strip() for kind in kinds.split(",") if kind.strip()}
+    if unknown := sorted(chosen - set(KINDS)):
+        raise ValueError(f"unknown kind(s) {unknown}; use {', '.join(KINDS)}")
+    return [task for task in tasks if task["kind"] in chosen]
+
+
 #: The orders a run may offer each task's tools in (``--tool-order``): as the task lists them
 #: (most tasks list the solution's tools first, in the order the solution calls them), or
 #: reversed, to see how much the model's choices hang on that order.

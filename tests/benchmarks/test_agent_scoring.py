@@ -15,6 +15,7 @@ from benchmarks.agents.scoring import (
     contains,
     in_tool_order,
     load_tasks,
+    of_kinds,
     repeated_calls,
     score,
     summarise,
@@ -274,3 +275,12 @@ def test_the_probe_reads_a_forced_call_as_the_review_leaves_it():
     assert call_kind(first + following, messages, following) == "next"
     assert call_kind(following, messages, following) == "next"
     assert call_kind([("get_weather", {"city": "Seoul"})], messages, following) == "other"
+
+
+def test_a_run_chooses_its_tasks_by_kind_and_refuses_an_unknown_kind():
+    tasks = SETS["dev"]
+    chosen = of_kinds(tasks, "two_step, three_step")
+    assert {task["kind"] for task in chosen} == {"two_step", "three_step"}
+    assert chosen == [task for task in tasks if task["kind"] in ("two_step", "three_step")]
+    with pytest.raises(ValueError, match=r"unknown kind\(s\) \['two_steps'\]"):
+        of_kinds(tasks, "two_step,two_steps")
