@@ -1,0 +1,62 @@
+"""LangChain's JSON-mode request (``test_json_mode``), as ``with_structured_output(...,
+method="json_mode")`` sends it (``response_format`` ``json_object``), at temperature 0.7 on
+the small profile, once per seed: the answers without exactly the two asked keys, and those
+that ended at a bound (``finish_reason`` "length").
+
+python -m benchmarks.json_mode_seeds [--seeds 0:750] [--whole-distribution]
+
+``--whole-distribution`` draws with ``top_p`` 1 and no ``top_k`` (the sampling before the
+model's published values were applied: ``backend.engines.published_sampling``). One seed
+takes about a second on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+
+from tqdm import tqdm
+
+from benchmarks.sampled_structure import JOKE_REQUEST
+
+KEYS = {"setup", "punchline"}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", default="0:750", help="first:end (end excluded)")
+    parser.add_argument("--whole-distribution", action="store_true")
+    args = parser.parse_args(argv)
+    first, end = (int(part) for part in args.seeds.split(":"))
+
+    from backend.backends.local import InProcessBackend
+
+    sampling = {"top_p": 1.0, "top_k": -1} if args.whole_distribution else {}
+    bad, cut = [], 0
+    with InProcessBackend(profile="small") as backend:
+        for seed in tqdm(range(first, end), desc="json mode"):
+            choice = backend.chat(
+                {
+                    "model": "core-1-mini-chat",
+                    "messages": [{"role": "user", "content": JOKE_REQUEST}],
+                    "response_format": {"type": "json_object"},
+                    "temperature": 0.7,
+                    "seed": seed,
+                    **sampling,
+                }
+            ).choices[0]
+            cut += choice.finish_reason == "length"
+            try:
+                keys = set(json.loads(choice.message.content))
+            except ValueError:
+                keys = None
+            if keys != KEYS:
+                bad.append(seed)
+                print(seed, choice.finish_reason, repr(choice.message.content[:300]), flush=True)
+    label = "whole distribution" if args.whole_distribution else "published top_p/top_k"
+    print(f"{label}: {len(bad)} of {end - first} without exactly {sorted(KEYS)} {bad}; {cut} cut")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
