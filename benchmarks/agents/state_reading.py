@@ -1,0 +1,138 @@
+"""Whether the model's hidden state tells a chain state that needs another call from a done
+one (issue 50, the reading s15 and s16 asked for): at each state of each development task's
+solution chain (``call_share.solution_states``), in both tool orders, the model's final
+hidden state at the answer's first position of the agent prompt (tools offered, as the
+generation reads it) and at the answer position of a yes/no question ("Do these results
+already give everything needed to answer the question?"), with that question's P(yes) and
+the share of a call's opening. A logistic regression over each hidden state is scored
+leave-one-task-out (a task's states in both orders left out together), for several
+regularisation strengths; nothing is shipped.
+
+    python -m benchmarks.agents.state_reading --out benchmarks/.state-reading.npz
+
+Development tasks only (``tasks.jsonl``); about 16 minutes on 2 cores (132 states). With
+``--scores-only`` the readings already in ``--out`` are scored again.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import numpy as np
+
+from benchmarks.agents.scoring import TOOL_ORDERS, in_tool_order, load_tasks
+
+COMPLETE = (
+    "Question: {question}\n\nTool results so far:\n{results}\n\nDo these results already give "
+    "everything needed to answer the question? Answer yes or no."
+)
+YES_NO_SYSTEM = "You are a helpful assistant. Answer yes or no."
+
+
+def _results(messages) -> str:
+    """The chain's calls and results so far, one line each."""
+    lines, calls = [], {}
+    for message in messages[1:]:
+        if message.role == "assistant":
+            calls.update({call.id: call.function for call in message.tool_calls})
+        elif message.role == "tool":
+            called = calls[message.tool_call_id]
+            lines.append(f"- {called.name}({called.arguments}) -> {message.content}")
+    return "\n".join(lines)
+
+
+def read_states(out: Path) -> None:
+    import backend
+    from backend.chat.call_after_results import call_opening_tokens
+    from backend.chat.prompt import render_prompt
+    from backend.chat.yes_no import YesNoReader
+    from backend.protocol.schemas import ToolDefinition
+    from benchmarks.agents import world
+    from benchmarks.agents.call_share import solution_states
+
+    client = backend.connect()
+    engine = client._chat_service.get().engine
+    reader = YesNoReader(engine)
+    opening = sorted(call_opening_tokens(engine.tokenizer))
+    rows, agent, question = [], [], []
+    for order in TOOL_ORDERS:
+        for task in in_tool_order(load_tasks(), order):
+            tools = [ToolDefinition.model_validate(t) for t in world.openai_tools(task["tools"])]
+            for step, more, messages, _ in solution_states(task):
+                prompt = render_prompt(engine.tokenizer, messages, tools, None, constrained=True)
+                [(logprobs, hidden)] = engine.next_token_readings_many([prompt.answer.ids], opening)
+                asked = COMPLETE.format(question=task["question"], results=_results(messages))
+                conversation = [
+                    {"role": "system", "content": YES_NO_SYSTEM},
+                    {"role": "user", "content": asked},
+                ]
+                [(p_complete, _, asked_hidden)] = reader.read_many_with_hidden([conversation])
+                rows.append(
+                    {
+                        "id": task["id"],
+                        "order": order,
+                        "step": step,
+                        "more": more,
+                        "share": float(np.exp(logprobs).sum()),
+                        "p_complete": p_complete,
+                    }
+                )
+                agent.append(hidden)
+                question.append(asked_hidden)
+                print(json.dumps(rows[-1]), flush=True)
+    np.savez(out, agent=np.array(agent), question=np.array(question), rows=json.dumps(rows))
+
+
+def score(out: Path) -> None:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.metrics import roc_auc_score
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    stored = np.load(out)
+    rows = json.loads(str(stored["rows"]))
+    needed = np.array([row["more"] for row in rows], dtype=int)
+    ids = np.array([row["id"] for row in rows])
+    orders = np.array([row["order"] for row in rows])
+    print(f"{len(rows)} states, {needed.sum()} needing another call")
+    for name in ("agent", "question"):
+        states = stored[name].astype(np.float64)
+        for strength in (0.001, 0.01, 0.1, 1.0):
+            scores = np.zeros(len(rows))
+            for task in sorted(set(ids)):
+                out_of_fold = ids == task
+                model = make_pipeline(
+                    StandardScaler(), LogisticRegression(C=strength, max_iter=2000)
+                )
+                model.fit(states[~out_of_fold], needed[~out_of_fold])
+                scores[out_of_fold] = model.predict_proba(states[out_of_fold])[:, 1]
+            by_order = [
+                roc_auc_score(needed[orders == o], scores[orders == o]) for o in TOOL_ORDERS
+            ]
+            missed = int((scores[needed == 1] < 0.5).sum())
+            unneeded = int((scores[needed == 0] >= 0.5).sum())
+            print(
+                f"{name} C={strength}: AUC {roc_auc_score(needed, scores):.3f} "
+                f"(as listed {by_order[0]:.3f}, reversed {by_order[1]:.3f}); at 0.5, needed "
+                f"states missed {missed}/{needed.sum()}, done states called "
+                f"{unneeded}/{len(rows) - needed.sum()}"
+            )
+    for reading, sign in (("share", 1), ("p_complete", -1)):
+        values = sign * np.array([row[reading] for row in rows])
+        print(f"{reading}: AUC {roc_auc_score(needed, values):.3f}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--out", type=Path, required=True)
+    parser.add_argument("--scores-only", action="store_true")
+    args = parser.parse_args()
+    if not args.scores_only:
+        read_states(args.out)
+    score(args.out)
+
+
+if __name__ == "__main__":
+    main()
