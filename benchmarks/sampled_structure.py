@@ -41,7 +41,7 @@ def get_weather(location: str) -> str:
 def _drawn_structure(logits, params, mask, generator):
     from backend.engines.sampling import sample_token
 
-    return sample_token(logits, params.temperature, params.top_p, generator, params.top_k)
+    return sample_token(logits, params.temperature, params.top_p, generator)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -25,6 +25,7 @@ from backend.protocol.schemas import ChatCompletionRequest
 from backend.protocol.validation import check_chat_request, check_context_budget
 
 DEFAULT_TEMPERATURE = 0.7  # spec 4.1
+DEFAULT_TOP_P = 1.0
 
 
 class ChatService:
@@ -93,12 +94,10 @@ class ChatService:
             request.token_limit,
             min(card.context_length, engine.context_length),
         )
-        published = engine.sampling_defaults  # unset top_p and top_k: the model's own
         params = SamplingParams(
             max_new_tokens=max_new,
             temperature=DEFAULT_TEMPERATURE if request.temperature is None else request.temperature,
-            top_p=published.top_p if request.top_p is None else request.top_p,
-            top_k=published.top_k if request.top_k is None else max(request.top_k, 0),
+            top_p=DEFAULT_TOP_P if request.top_p is None else request.top_p,
             seed=request.seed,
             top_logprobs=(request.top_logprobs or 0) if request.logprobs else None,
         )

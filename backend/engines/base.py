@@ -65,7 +65,6 @@ class SamplingParams:
             context window).
         temperature: 0 means greedy decoding; otherwise softmax temperature.
         top_p: nucleus sampling mass in (0, 1]; 1 disables it.
-        top_k: draws only among the ``top_k`` likeliest tokens, before ``top_p``; 0: all.
         seed: optional seed that makes sampling reproducible.
         top_logprobs: None (the default) computes no log-probabilities; a number from 0 to
             20 makes ``generate`` yield ``ScoredToken`` ids carrying each token's
@@ -94,7 +93,6 @@ class SamplingParams:
     max_new_tokens: int
     temperature: float = 0.0
     top_p: float = 1.0
-    top_k: int = 0
     seed: int | None = None
     top_logprobs: int | None = None
     greedy_opening: int = 0
@@ -106,16 +104,6 @@ class SamplingParams:
     @property
     def greedy(self) -> bool:
         return self.temperature == 0.0
-
-
-@dataclass(frozen=True)
-class PublishedSampling:
-    """The sampling a model's authors publish for it (its ``generation_config.json``): what
-    a request that sets no ``top_p`` or ``top_k`` gets (``backend.engines.published_sampling``).
-    The defaults disable both."""
-
-    top_p: float = 1.0
-    top_k: int = 0
 
 
 class ChatEngine(abc.ABC):
@@ -139,8 +127,6 @@ class ChatEngine(abc.ABC):
     #: the model evaluates them faster on AMX CPUs, and the two give slightly different
     #: probabilities (see ``backend.engines.selection.judge_reads_with_copy``).
     quantized_prompt_evaluation: bool = False
-    #: The model's own sampling defaults, set by the loader (``published_sampling``).
-    sampling_defaults: PublishedSampling = PublishedSampling()
 
     @abc.abstractmethod
     def generate(

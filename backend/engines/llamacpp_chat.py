@@ -25,7 +25,6 @@ from backend.engines.base import JSONSchemaConstraint, SamplingParams
 from backend.engines.lifetime import release_once
 from backend.engines.llamacpp_runner import BatchingRunner
 from backend.engines.prompt_tree import shared_prefix_groups
-from backend.engines.published_sampling import from_gguf_metadata
 from backend.engines.request_runner import (
     RunnerChatEngine,
     checked_prompt,
@@ -154,7 +153,6 @@ class LlamaCppChatEngine(RunnerChatEngine):
             params=cpu_safe_model_params(llama_cpp.llama_model_default_params()),
             verbose=False,
         )
-        self.sampling_defaults = from_gguf_metadata(self._model.metadata())
         trained = self._model.n_ctx_train()
         self.context_length = min(trained, max_context) if trained > 0 else max_context
         params = llama_cpp.llama_context_default_params()

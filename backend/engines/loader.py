@@ -30,12 +30,10 @@ def load_chat_engine(
     else:
         engine = _load_transformers_engine(chat_model, device, dtype)
     logger.info(
-        "chat model %s loaded on %s in %.1f s (unset top_p %s, top_k %s)",
+        "chat model %s loaded on %s in %.1f s",
         chat_model,
         engine.device,
         time.perf_counter() - started,
-        engine.sampling_defaults.top_p,
-        engine.sampling_defaults.top_k or "off",
     )
     return engine
 
@@ -99,8 +97,7 @@ def _load_transformers_engine(chat_model: str, device: str | None, dtype: str | 
     from backend.engines.transformers_chat import TransformersChatEngine
     from backend.engines.weights.embedded_chat import resolve_chat_model
 
-    engine = TransformersChatEngine(resolve_chat_model(chat_model), device=device, dtype=dtype)
-    return _with_embedded_sampling(engine, chat_model)
+    return TransformersChatEngine(resolve_chat_model(chat_model), device=device, dtype=dtype)
 
 
 def _load_llamacpp_engine(chat_model: str, **options) -> ChatEngine:
@@ -122,19 +119,7 @@ def _load_llamacpp_engine(chat_model: str, **options) -> ChatEngine:
     for name in ("<|im_end|>", "<|endoftext|>", "<|eot_id|>"):
         if name in tokenizer.get_vocab():
             eos_ids.add(tokenizer.convert_tokens_to_ids(name))
-    engine = LlamaCppChatEngine(gguf_path, tokenizer, frozenset(eos_ids), **options)
-    return _with_embedded_sampling(engine, chat_model)
-
-
-def _with_embedded_sampling(engine: ChatEngine, chat_model: str) -> ChatEngine:
-    """An embedded model's files carry no sampling defaults: it gets its upstream model's
-    (``EmbeddedChatModel.sampling``); others keep what their files say."""
-    from backend.engines.weights.embedded_chat import EMBEDDED_CHAT_MODELS
-
-    embedded = EMBEDDED_CHAT_MODELS.get(chat_model)
-    if embedded is not None:
-        engine.sampling_defaults = embedded.sampling
-    return engine
+    return LlamaCppChatEngine(gguf_path, tokenizer, frozenset(eos_ids), **options)
 
 
 def load_embedding_engine(

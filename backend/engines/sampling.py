@@ -87,7 +87,7 @@ def choose_token(
     elif mask is not None:
         token = _sample_values(logits, params, mask, generator)
     else:
-        token = sample_token(logits, params.temperature, params.top_p, generator, params.top_k)
+        token = sample_token(logits, params.temperature, params.top_p, generator)
     if mask is not None:
         mask.accept(token)
     if params.top_logprobs is not None:
@@ -116,7 +116,7 @@ def _sample_values(
     for token, penalty in repetition_penalties(mask.string_tokens).items():
         candidates[token] -= penalty
     for _ in range(_VALUE_DRAWS):
-        token = sample_token(candidates, params.temperature, params.top_p, generator, params.top_k)
+        token = sample_token(candidates, params.temperature, params.top_p, generator)
         if not mask.writes_structure(token):
             return token
         candidates[token] = float("-inf")
@@ -203,24 +203,15 @@ def favoured_first_token(
 
 
 def sample_token(
-    logits: torch.Tensor,
-    temperature: float,
-    top_p: float,
-    generator: torch.Generator | None,
-    top_k: int = 0,
+    logits: torch.Tensor, temperature: float, top_p: float, generator: torch.Generator | None
 ) -> int:
-    """One token from softmax(logits / temperature), restricted to the ``top_k`` likeliest
-    tokens (0: all of them), then to the top-p nucleus of those, in the order transformers
-    and vLLM apply the two."""
-    ids = None
-    if 0 < top_k < logits.numel():
-        logits, ids = torch.topk(logits, top_k)
+    """One token from softmax(logits / temperature), restricted to the top-p nucleus."""
     probs = torch.softmax(logits / temperature, dim=-1)
     if top_p < 1.0:
         sorted_probs, order = torch.sort(probs, descending=True)
         # Keep each token whose preceding mass is below top_p: the smallest set reaching top_p.
         keep = (torch.cumsum(sorted_probs, dim=-1) - sorted_probs) < top_p
-        choice = int(order[torch.multinomial(sorted_probs * keep, 1, generator=generator)])
-    else:
-        choice = int(torch.multinomial(probs, 1, generator=generator))
-    return choice if ids is None else int(ids[choice])
+        sorted_probs = sorted_probs * keep
+        choice = torch.multinomial(sorted_probs, 1, generator=generator)
+        return int(order[choice])
+    return int(torch.multinomial(probs, 1, generator=generator))

@@ -19,7 +19,6 @@ from transformers import AutoModelForCausalLM
 
 from backend.engines.base import JSONSchemaConstraint, SamplingParams
 from backend.engines.lifetime import release_once
-from backend.engines.published_sampling import from_generation_config
 from backend.engines.request_runner import (
     RunnerChatEngine,
     checked_prompt,
@@ -87,7 +86,6 @@ class TransformersChatEngine(RunnerChatEngine):
         self.context_length = int(
             getattr(config, "max_position_embeddings", None) or self.tokenizer.model_max_length
         )
-        self.sampling_defaults = from_generation_config(self.model.generation_config.to_diff_dict())
         eos = _as_ids(self.model.generation_config.eos_token_id)
         eos |= _as_ids(getattr(self.tokenizer, "eos_token_id", None))
         if not eos:

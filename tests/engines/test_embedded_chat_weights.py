@@ -139,15 +139,6 @@ def test_seeded_sampling_is_reproducible(small_engine):
     assert all(0 <= token < len(small_engine.tokenizer) for token in first)
 
 
-@_needs_llama_cpp
-def test_the_loader_gives_an_embedded_model_its_upstream_sampling(llamacpp_engine):
-    """Its GGUF carries no ``general.sampling.*`` keys: the loader sets the values the
-    upstream model publishes (``backend.engines.published_sampling``)."""
-    from backend.engines.published_sampling import QWEN25_INSTRUCT
-
-    assert llamacpp_engine.sampling_defaults == QWEN25_INSTRUCT
-
-
 def test_max_new_tokens_is_honoured(small_engine):
     prompt = _chat_ids(small_engine, "Write a long story about the sea.")
     tokens = list(small_engine.generate(prompt, SamplingParams(max_new_tokens=5)))

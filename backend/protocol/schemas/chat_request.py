@@ -118,16 +118,7 @@ class ChatCompletionRequest(RequestModel):
     stream: bool = False
     stream_options: StreamOptions | None = None
     temperature: float | None = Field(default=None, description="0 to 2; default 0.7.")
-    top_p: float | None = Field(
-        default=None,
-        description="In (0, 1]; default: the model's published value (its "
-        "generation_config.json), else 1.",
-    )
-    top_k: int | None = Field(
-        default=None,
-        description="Not in the spec; as vLLM takes it: draw among the top_k likeliest tokens; "
-        "0 or -1: all. Default: the model's published value, else all.",
-    )
+    top_p: float | None = Field(default=None, description="In (0, 1]; default 1.")
     tools: list[ToolDefinition] | None = None
     tool_choice: ToolChoice | None = Field(
         default=None,
@@ -175,13 +166,6 @@ class ChatCompletionRequest(RequestModel):
     def _top_p_range(cls, value: float | None) -> float | None:
         if value is not None and not 0.0 < value <= 1.0:
             raise ValueError(f"top_p must be greater than 0 and at most 1, got {value}")
-        return value
-
-    @field_validator("top_k")
-    @classmethod
-    def _top_k_range(cls, value: int | None) -> int | None:
-        if value is not None and value < -1:
-            raise ValueError(f"top_k must be -1, 0 (all tokens) or a positive number, got {value}")
         return value
 
     @field_validator("max_tokens", "max_completion_tokens")

@@ -137,16 +137,9 @@ def test_requests_are_validated_before_any_engine_is_asked():
 def test_the_engine_request_names_its_model_and_the_spec_defaults():
     body = engine_body(_request(tools=[WEATHER], max_completion_tokens=9, stop="END"), "eng-id")
     assert body["model"] == "eng-id" and body["max_tokens"] == 9 and body["stop"] == ["END"]
-    assert body["temperature"] == 0.7  # the spec's default
-    # Unset top_p and top_k are left to the engine (vLLM: the model's generation config).
-    assert "top_p" not in body and "top_k" not in body
+    assert (body["temperature"], body["top_p"]) == (0.7, 1.0)
     assert body["tools"][0]["function"]["name"] == "get_weather"
     assert "stream" not in body and "max_completion_tokens" not in body
-
-
-def test_a_requests_own_top_p_and_top_k_reach_the_engine():
-    body = engine_body(_request(top_p=0.5, top_k=-1), "eng-id")
-    assert (body["top_p"], body["top_k"]) == (0.5, -1)
 
 
 def test_callable_tools_follow_tool_choice():
