@@ -2,7 +2,7 @@
 
 Under a JSON constraint, a sampled answer's structure is chosen greedily and only its values
 are drawn: whether a reply holds another tool call, whether an object gets another member,
-what that member is named.
+what that member is named. Where a value's string ends is part of the value, and drawn.
 Drawn at temperature 0.7, the 0.5B model's agent-loop reply held two or three calls of the
 one call it most likely makes, and a JSON-mode answer an extra member, a few times in a
 hundred (benchmarks/README.md); its most likely structure is what a caller relies on.
@@ -108,15 +108,24 @@ def _sample_values(
 ) -> int:
     """A token of a constrained answer: the most likely one where it lays out structure
     (``TokenMask.writes_structure``), else one drawn among the tokens that write values,
-    penalised for repeating the open string so far."""
+    penalised for repeating the open string so far.
+
+    Inside a value's string, where it ends is part of the value, so it is drawn too: a draw
+    that falls on a token closing the string (``"``, ``",`` or ``.",``, say) ends it with
+    that token's text, and of the tokens that end it so, the most likely is taken, so that
+    what follows the quote is structure chosen greedily.
+    """
     best = int(torch.argmax(logits))
-    if mask.writes_structure(best):
+    if mask.writes_structure(best) and not mask.in_value_string:
         return best
     candidates = logits.clone()
     for token, penalty in repetition_penalties(mask.string_tokens).items():
         candidates[token] -= penalty
     for _ in range(_VALUE_DRAWS):
         token = sample_token(candidates, params.temperature, params.top_p, generator)
+        endings = mask.string_endings(token)
+        if endings is not None:
+            return int(endings[int(torch.argmax(logits[endings]))])
         if not mask.writes_structure(token):
             return token
         candidates[token] = float("-inf")

@@ -87,6 +87,15 @@ class _Endings:
         self.container = _bitmask(np.isin(first, list(b"]}")) & no_comma)
         #: Tokens that neither continue a number nor open an array or object.
         self.scalar = _bitmask(~np.isin(first, list(b"0123456789.eE+-[{")))
+        #: Tokens with a quote and no backslash before it, by their text up to that quote:
+        #: inside a value string (not in an escape) that text ends the string, and the rest
+        #: of each token lays out what follows it.
+        closing: dict[bytes, list[int]] = {}
+        for token, piece in enumerate(decoded_vocab):
+            quote = piece.find(b'"')
+            if quote >= 0 and b"\\" not in piece[:quote]:
+                closing.setdefault(piece[: quote + 1], []).append(token)
+        self.closing_with = {text: torch.tensor(ids) for text, ids in closing.items()}
 
 
 def _bitmask(allowed: np.ndarray) -> torch.Tensor:
@@ -142,6 +151,23 @@ class TokenMask:
             scanner.in_name,
             scanner.name_next,
         )
+
+    @property
+    def in_value_string(self) -> bool:
+        """A value's string is open (not a member's name)."""
+        return self._scanner.in_string and not self._scanner.in_name
+
+    def string_endings(self, token: int) -> torch.Tensor | None:
+        """Where ``token``, written next, closes the open value string: every token that
+        closes it with the same text (each then laying out something else, or nothing),
+        else None."""
+        if not self.in_value_string or self._scanner.escaped:
+            return None
+        piece = self._vocab[token]
+        quote = piece.find(b'"')
+        if quote < 0 or b"\\" in piece[:quote]:
+            return None
+        return self._endings.closing_with[piece[: quote + 1]]
 
     @property
     def string_tokens(self) -> list[int]:

@@ -476,3 +476,60 @@ def test_a_drawn_value_may_repeat_an_earlier_string_but_not_loop_inside_its_own(
     logits = torch.zeros(len(tokenizer))
     logits[token("Rocket")] = 0.5  # liked, but less than the penalty of a two-token run
     assert choose_token(logits, cold, loop, torch.Generator().manual_seed(0)) != token("Rocket")
+
+
+# ---------------------------------------------------------------- where a drawn string ends
+
+
+def _value_string_open(tokenizer, pieces=('{"', "a", '":', ' "', "cat")):
+    schema = {"type": "object", "properties": {"a": {"type": "string"}, "b": {"type": "string"}}}
+    mask = _masks(tokenizer).start(JSONSchemaConstraint(json.dumps(schema)))
+    for piece in pieces:
+        (token,) = tokenizer.encode(piece, add_special_tokens=False)
+        mask.accept(token)
+    return mask
+
+
+def _token(tokenizer, piece: str) -> int:
+    (token,) = tokenizer.encode(piece, add_special_tokens=False)
+    return token
+
+
+def test_the_tokens_that_end_a_value_string_with_the_same_text(tokenizer):
+    """``TokenMask.string_endings``: inside a value's string, a token with a quote ends it,
+    and so does every token written the same up to that quote; elsewhere, nothing."""
+    mask = _value_string_open(tokenizer)
+    for piece, text in (('",', '"'), ('"', '"'), ('."', '."'), ('.",', '."')):
+        written = [
+            tokenizer.decode([int(t)]) for t in mask.string_endings(_token(tokenizer, piece))
+        ]
+        assert piece in written and text in written
+        assert all(w.startswith(text) and w.count('"', 0, len(text)) == 1 for w in written)
+        assert {'",', '"}', '"\n'} <= set(written) or text != '"'
+    assert mask.string_endings(_token(tokenizer, "dog")) is None
+    # Not in a member's name, nor outside strings, nor where the quote would be escaped.
+    assert (
+        _value_string_open(tokenizer, ('{"', "a")).string_endings(_token(tokenizer, '",')) is None
+    )
+    outside = _value_string_open(tokenizer, ('{"', "a", '":'))
+    assert outside.string_endings(_token(tokenizer, ' "')) is None
+    escaped = _value_string_open(tokenizer, ('{"', "a", '":', ' "', "\\"))
+    assert escaped.string_endings(_token(tokenizer, '"')) is None
+
+
+def test_where_a_sampled_value_string_ends_is_drawn_and_what_follows_is_greedy(tokenizer):
+    """Drawn at temperature 1.0 where a word is the likeliest token but the tokens that end
+    the string hold more together: some draws end it, each with the likeliest of the tokens
+    that end it with the drawn text (``",``, never ``"`` or ``"\\n``), and some go on."""
+    from backend.engines.base import SamplingParams
+    from backend.engines.sampling import choose_token
+
+    word, comma, bare, newline = (_token(tokenizer, p) for p in ("dog", '",', '"', '"\n'))
+    sampled = SamplingParams(max_new_tokens=1, temperature=1.0)
+    chosen = set()
+    for seed in range(40):
+        logits = torch.full((len(tokenizer),), -30.0)
+        logits[[word, comma, bare, newline]] = torch.tensor([2.0, 1.5, 0.5, 1.0])
+        mask = _value_string_open(tokenizer)
+        chosen.add(choose_token(logits, sampled, mask, torch.Generator().manual_seed(seed)))
+    assert chosen == {word, comma}

@@ -84,6 +84,12 @@ class _StructureMask:
     def writes_structure(self, token: int) -> bool:
         return token in self.structure
 
+    #: No string's end is told apart here (the real masks: tests/engines/test_json_bounds.py).
+    in_value_string = False
+
+    def string_endings(self, token: int) -> None:
+        return None
+
     @property
     def string_tokens(self) -> list[int]:
         """Everything written is one open string's value."""
