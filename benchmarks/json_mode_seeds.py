@@ -61,7 +61,11 @@ def main(argv: list[str] | None = None) -> int:
                 print(seed, choice.finish_reason, repr(choice.message.content[:300]), flush=True)
     label = "the service's top_p" if args.top_p is None else f"top_p {args.top_p}"
     print(f"{label}: {len(bad)} of {end - first} without exactly {sorted(KEYS)} {bad}; {cut} cut")
-    tail = statistics.quantiles(lengths, n=100)[98] if len(lengths) > 1 else lengths[0]
+    tail = (
+        statistics.quantiles(lengths, n=100, method="inclusive")[98]
+        if len(lengths) > 1
+        else lengths[0]
+    )
     print(
         f"answer characters: median {statistics.median(lengths):.0f}, 99th percentile "
         f"{tail:.0f}, longest {max(lengths)}; {sum(n > LONG for n in lengths)} over {LONG}"
