@@ -92,10 +92,18 @@ class _Endings:
         #: of each token lays out what follows it.
         closing: dict[bytes, list[int]] = {}
         for token, piece in enumerate(decoded_vocab):
-            quote = piece.find(b'"')
-            if quote >= 0 and b"\\" not in piece[:quote]:
-                closing.setdefault(piece[: quote + 1], []).append(token)
+            if (text := _closing_text(piece)) is not None:
+                closing.setdefault(text, []).append(token)
         self.closing_with = {text: torch.tensor(ids) for text, ids in closing.items()}
+
+
+def _closing_text(piece: bytes) -> bytes | None:
+    """A token's text up to its first quote, where no backslash comes before it (so that,
+    written inside a string outside an escape, the quote closes it); else None."""
+    quote = piece.find(b'"')
+    if quote < 0 or b"\\" in piece[:quote]:
+        return None
+    return piece[: quote + 1]
 
 
 def _bitmask(allowed: np.ndarray) -> torch.Tensor:
@@ -163,11 +171,8 @@ class TokenMask:
         else None."""
         if not self.in_value_string or self._scanner.escaped:
             return None
-        piece = self._vocab[token]
-        quote = piece.find(b'"')
-        if quote < 0 or b"\\" in piece[:quote]:
-            return None
-        return self._endings.closing_with[piece[: quote + 1]]
+        text = _closing_text(self._vocab[token])
+        return None if text is None else self._endings.closing_with[text]
 
     @property
     def string_tokens(self) -> list[int]:
