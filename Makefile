@@ -20,7 +20,7 @@ NO_AMX := -mno-amx-tile -mno-amx-int8 -mno-amx-bf16
 LLAMA_CPP_CMAKE_ARGS ?= -DCMAKE_C_FLAGS='$(NO_AMX)' -DCMAKE_CXX_FLAGS='$(NO_AMX)'
 
 .PHONY: install install-default-model test notebooks serve lint clean eval bench bench-gpu train-judge train-cross-encoder \
-	train-cross-encoder-long docs
+	train-cross-encoder-long train-chain-state docs
 
 # The default chat model, unless CORE_MODEL_PROFILE=small asks for the small one only.
 MODEL_DEPS := $(if $(filter small,$(CORE_MODEL_PROFILE)),,install-default-model)
@@ -88,6 +88,14 @@ train-judge: install $(if $(filter default,$(PROFILE)),install-default-model)
 		$(PY) -m benchmarks.judge.collect --profile $$profile && \
 		$(PY) -m benchmarks.judge.train --profile $$profile && \
 		$(PY) -m benchmarks.judge.evaluate --profile $$profile || exit 1; done
+
+# Rebuilds the chain-state reading after tool results (backend/chat/chain_states, issue 50)
+# from the development agent tasks (benchmarks/agents/tasks.jsonl): reads the default model's
+# state at every step of their solution chains in three tool orders (about 15 minutes on
+# 2 cores, into benchmarks/.state-reading.npz), then fits the weights and writes their record.
+train-chain-state: install install-default-model
+	$(PY) -m benchmarks.agents.state_reading --out benchmarks/.state-reading.npz
+	$(PY) -m benchmarks.agents.train_chain_state --states benchmarks/.state-reading.npz
 
 # The judge's cross-encoder candidate (issue 32, measured and not shipped; benchmarks/README):
 # multilingual-e5-small with low-rank adapters fine-tuned on ../shared/data/nli (resumable,

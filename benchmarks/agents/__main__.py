@@ -59,7 +59,8 @@ def parse_args() -> argparse.Namespace:
         "--tool-order",
         default="given",
         choices=TOOL_ORDERS,
-        help="the order each task offers its tools in: as the task lists them, or reversed",
+        help="the order each task offers its tools in: as the task lists them, reversed, or "
+        "shuffled (the same shuffle every run)",
     )
     parser.add_argument(
         "--system-prompt", default=None, help="LangChain's system_prompt (default: none)"

@@ -10,6 +10,7 @@ in ``"87.50"``). An expected entry may be a list of alternatives, any one of whi
 from __future__ import annotations
 
 import json
+import random
 import re
 import unicodedata
 from collections.abc import Iterable
@@ -68,16 +69,23 @@ def of_kinds(tasks: list[dict[str, Any]], kinds: str) -> list[dict[str, Any]]:
 #: The orders a run may offer each task's tools in (``--tool-order``): as the task lists them
 #: (most tasks list the solution's tools first, in the order the solution calls them), or
 #: reversed, to see how much the model's choices hang on that order.
-TOOL_ORDERS = ("given", "reversed")
+TOOL_ORDERS = ("given", "reversed", "shuffled")
 
 
-def in_tool_order(tasks: list[dict[str, Any]], order: str) -> list[dict[str, Any]]:
-    """``tasks`` offering their tools in ``order`` (``TOOL_ORDERS``)."""
+def in_tool_order(tasks: list[dict[str, Any]], order: str, seed: int = 0) -> list[dict[str, Any]]:
+    """``tasks`` offering their tools in ``order`` (``TOOL_ORDERS``; ``shuffled``: each
+    task's tools in an order drawn from ``seed`` and the task's id, the same every run)."""
     if order not in TOOL_ORDERS:
         raise ValueError(f"unknown tool order {order!r}; use {', '.join(TOOL_ORDERS)}")
     if order == "given":
         return tasks
-    return [{**task, "tools": task["tools"][::-1]} for task in tasks]
+    if order == "reversed":
+        return [{**task, "tools": task["tools"][::-1]} for task in tasks]
+    shuffled = []
+    for task in tasks:
+        tools = random.Random(f"{seed}:{task['id']}").sample(task["tools"], len(task["tools"]))
+        shuffled.append({**task, "tools": tools})
+    return shuffled
 
 
 def normalise(text: str) -> str:

@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.agents.scoring import TOOL_ORDERS, in_tool_order, load_tasks
+from benchmarks.agents.scoring import in_tool_order, load_tasks
 
 COMPLETE = (
     "Question: {question}\n\nTool results so far:\n{results}\n\nDo these results already give "
@@ -43,7 +43,12 @@ def _results(messages) -> str:
     return "\n".join(lines)
 
 
-def read_states(out: Path) -> None:
+#: The tool orders read: as listed, reversed and a seeded shuffle, so that a reading
+#: learns the chain's state rather than where the next tool sits in the list.
+READ_ORDERS = (("given", 0), ("reversed", 0), ("shuffled", 1))
+
+
+def read_states(out: Path, question: bool) -> None:
     import backend
     from backend.chat.call_after_results import call_opening_tokens
     from backend.chat.prompt import render_prompt
@@ -56,33 +61,36 @@ def read_states(out: Path) -> None:
     engine = client._chat_service.get().engine
     reader = YesNoReader(engine)
     opening = sorted(call_opening_tokens(engine.tokenizer))
-    rows, agent, question = [], [], []
-    for order in TOOL_ORDERS:
-        for task in in_tool_order(load_tasks(), order):
+    rows, agent, asked_states = [], [], []
+    for order, seed in READ_ORDERS:
+        for task in in_tool_order(load_tasks(), order, seed):
             tools = [ToolDefinition.model_validate(t) for t in world.openai_tools(task["tools"])]
             for step, more, messages, _ in solution_states(task):
                 prompt = render_prompt(engine.tokenizer, messages, tools, None, constrained=True)
                 [(logprobs, hidden)] = engine.next_token_readings_many([prompt.answer.ids], opening)
-                asked = COMPLETE.format(question=task["question"], results=_results(messages))
-                conversation = [
-                    {"role": "system", "content": YES_NO_SYSTEM},
-                    {"role": "user", "content": asked},
-                ]
-                [(p_complete, _, asked_hidden)] = reader.read_many_with_hidden([conversation])
-                rows.append(
-                    {
-                        "id": task["id"],
-                        "order": order,
-                        "step": step,
-                        "more": more,
-                        "share": float(np.exp(logprobs).sum()),
-                        "p_complete": p_complete,
-                    }
-                )
+                row = {
+                    "id": task["id"],
+                    "order": f"{order}-{seed}" if order == "shuffled" else order,
+                    "step": step,
+                    "more": more,
+                    "share": float(np.exp(logprobs).sum()),
+                }
                 agent.append(hidden)
-                question.append(asked_hidden)
-                print(json.dumps(rows[-1]), flush=True)
-    np.savez(out, agent=np.array(agent), question=np.array(question), rows=json.dumps(rows))
+                if question:
+                    asked = COMPLETE.format(question=task["question"], results=_results(messages))
+                    conversation = [
+                        {"role": "system", "content": YES_NO_SYSTEM},
+                        {"role": "user", "content": asked},
+                    ]
+                    [(p_complete, _, asked_hidden)] = reader.read_many_with_hidden([conversation])
+                    row["p_complete"] = p_complete
+                    asked_states.append(asked_hidden)
+                rows.append(row)
+                print(json.dumps(row), flush=True)
+    stored = {"agent": np.array(agent), "rows": json.dumps(rows)}
+    if question:
+        stored["question"] = np.array(asked_states)
+    np.savez(out, **stored)
 
 
 def score(out: Path) -> None:
@@ -97,7 +105,7 @@ def score(out: Path) -> None:
     ids = np.array([row["id"] for row in rows])
     orders = np.array([row["order"] for row in rows])
     print(f"{len(rows)} states, {needed.sum()} needing another call")
-    for name in ("agent", "question"):
+    for name in ("agent", "question")[: len(stored.files) - 1]:
         states = stored[name].astype(np.float64)
         for strength in (0.001, 0.01, 0.1, 1.0):
             scores = np.zeros(len(rows))
@@ -108,18 +116,21 @@ def score(out: Path) -> None:
                 )
                 model.fit(states[~out_of_fold], needed[~out_of_fold])
                 scores[out_of_fold] = model.predict_proba(states[out_of_fold])[:, 1]
-            by_order = [
-                roc_auc_score(needed[orders == o], scores[orders == o]) for o in TOOL_ORDERS
-            ]
+            by_order = {
+                str(o): f"{roc_auc_score(needed[orders == o], scores[orders == o]):.3f}"
+                for o in sorted(set(orders))
+            }
             missed = int((scores[needed == 1] < 0.5).sum())
             unneeded = int((scores[needed == 0] >= 0.5).sum())
             print(
                 f"{name} C={strength}: AUC {roc_auc_score(needed, scores):.3f} "
-                f"(as listed {by_order[0]:.3f}, reversed {by_order[1]:.3f}); at 0.5, needed "
+                f"(by order {by_order}); at 0.5, needed "
                 f"states missed {missed}/{needed.sum()}, done states called "
                 f"{unneeded}/{len(rows) - needed.sum()}"
             )
     for reading, sign in (("share", 1), ("p_complete", -1)):
+        if reading not in rows[0]:
+            continue
         values = sign * np.array([row[reading] for row in rows])
         print(f"{reading}: AUC {roc_auc_score(needed, values):.3f}")
 
@@ -128,9 +139,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--scores-only", action="store_true")
+    parser.add_argument(
+        "--question", action="store_true", help="also read the yes/no question (twice the time)"
+    )
     args = parser.parse_args()
     if not args.scores_only:
-        read_states(args.out)
+        read_states(args.out, args.question)
     score(args.out)
 
 

@@ -253,15 +253,19 @@ def test_the_held_out_set_is_chosen_by_option_and_named_apart(monkeypatch, argv,
     )
 
 
-def test_a_run_may_offer_each_task_s_tools_reversed_and_leaves_the_tasks_as_they_are():
+def test_a_run_may_offer_each_task_s_tools_reversed_or_shuffled_leaving_the_tasks_as_they_are():
     tasks = SETS["dev"][:3]
     listed = [task["tools"] for task in tasks]
     assert in_tool_order(tasks, "given") == tasks
     reversed_tasks = in_tool_order(tasks, "reversed")
     assert [task["tools"] for task in reversed_tasks] == [tools[::-1] for tools in listed]
     assert [task["tools"] for task in tasks] == listed
+    shuffled = in_tool_order(tasks, "shuffled", seed=1)
+    assert [sorted(task["tools"]) for task in shuffled] == [sorted(tools) for tools in listed]
+    assert shuffled == in_tool_order(tasks, "shuffled", seed=1)  # the same every run
+    assert [task["tools"] for task in tasks] == listed
     with pytest.raises(ValueError, match="unknown tool order"):
-        in_tool_order(tasks, "shuffled")
+        in_tool_order(tasks, "sorted")
 
 
 def test_the_probe_reads_a_forced_call_as_the_review_leaves_it():
