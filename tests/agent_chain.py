@@ -12,11 +12,20 @@ model's do where calls are constrained (``backend.chat.generation``).
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Callable, Generator, Sequence
 from typing import Any
 
-from backend.engines.base import JSONSchemaConstraint, SamplingParams
+import numpy as np
+
+from backend.chat.call_after_results import CALL_AFTER_RESULTS_FROM
+from backend.chat.generation import answer_events
+from backend.chat.output import TextDelta, ToolCallsFound
+from backend.chat.prompt import render_prompt
+from backend.engines.base import ChatEngine, JSONSchemaConstraint, SamplingParams
+from backend.groundedness.learned import LearnedReading
+from backend.protocol.schemas import ChatMessage, ToolDefinition
 from backend.testing import ScriptedChatEngine
 
 QUESTION = "What is the balance of customer Jun Seo?"
@@ -120,6 +129,55 @@ def chain_script(prompt: str, constrained: bool) -> str:
     if found:
         return call_text(("get_balance", {"customer_id": found[1]}))
     return call_text(("find_customer", {"name": "Jun Seo"}))
+
+
+#: A chain-state reading of a one-number hidden state (``backend.chat.chain_state``):
+#: another call is needed where the number is positive.
+SIGN_READING = LearnedReading(np.array([1.0]), p_yes_weight=0.0, bias=0.0)
+
+
+class StateReadingEngine(PromptScriptedEngine):
+    """A ``PromptScriptedEngine`` that exposes hidden states: read by ``SIGN_READING``, every
+    prompt is a chain that needs another call (``needed``) or a done one, with a call's
+    openings holding ``share`` of the probability."""
+
+    reads_hidden_states = True
+
+    def __init__(self, script: Callable[[str, bool], str], needed: bool, share: float) -> None:
+        super().__init__(script)
+        self.needed, self.share = needed, share
+
+    def next_token_readings_many(self, prompts, candidate_ids):
+        each = math.log(self.share / len(candidate_ids))
+        hidden = np.array([3.0 if self.needed else -3.0])
+        return [([each] * len(candidate_ids), hidden) for _ in prompts]
+
+
+def answer_read_by_state(
+    engine: ChatEngine, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> tuple[str | None, list[tuple[str, dict[str, Any]]]]:
+    """The answer's (content, [(name, arguments)]) with the default profile's share rule and
+    ``SIGN_READING`` as the chain-state reading, greedy."""
+    prompt = render_prompt(
+        engine.tokenizer,
+        [ChatMessage.model_validate(m) for m in messages],
+        [ToolDefinition.model_validate(t) for t in tools],
+        None,
+        constrained=True,
+    )
+    params = SamplingParams(max_new_tokens=200, temperature=0.0)
+    share = CALL_AFTER_RESULTS_FROM["default"]
+    events = list(
+        answer_events(engine, prompt, params, (), lambda: False, None, None, share, SIGN_READING)
+    )
+    text = "".join(e.text for e in events if isinstance(e, TextDelta))
+    calls = [
+        (c.function.name, json.loads(c.function.arguments))
+        for e in events
+        if isinstance(e, ToolCallsFound)
+        for c in e.calls
+    ]
+    return text or None, calls
 
 
 class ChainEngine(PromptScriptedEngine):

@@ -18,8 +18,10 @@ its probability: midway between the two, chosen on the development states only
 (benchmarks/README.md has the readings and the held-out check).
 
 Only after tool results: on a request's first step the tool-need check decides
-(``backend.chat.tool_need``). The 0.5B model's share was not measured, so its profile keeps
-the likeliest first token.
+(``backend.chat.tool_need``). Where a learned reading of the model's state was trained for
+the profile's model, it overrules the share where they disagree
+(``backend.chat.chain_state``). The 0.5B model's share was not measured, so its profile
+keeps the likeliest first token.
 """
 
 from __future__ import annotations

@@ -7,7 +7,8 @@ whether to call a tool: the answer is generated freely (greedily at any temperat
 its first tokens show which it is, ``backend.chat.tool_calls.opens_tool_call``, so that
 calling is the model's most likely choice, not a draw; after tool results, where the profile
 sets a share, the first token opens a call whenever the model gives calling that share,
-``backend.chat.call_after_results``); if they open a call,
+``backend.chat.call_after_results``, unless a learned reading of the model's state finds
+otherwise, ``backend.chat.chain_state``); if they open a call,
 that free start is dropped and the call is generated again from its opening, under the
 constraint that makes it match a tool's schema. A plain answer continues as it started,
 unconstrained and unslowed; one in a ``response_format`` is generated again from the start
@@ -16,7 +17,10 @@ finds unneeded for the message are dropped and the message answered without tool
 (``backend.chat.tool_need``).
 
 A generated call is then reviewed: calls repeating one the conversation answered, or one
-earlier in the same reply, are dropped (``backend.chat.repeated_calls``); calls with a made-up
+earlier in the same reply, are dropped (``backend.chat.repeated_calls``), and where the
+chain-state reading found another call needed and every call repeated one, the model calls
+once more, held to the tools the last step did not call, keeping only calls that use what
+that step found (``backend.chat.next_in_chain``); calls with a made-up
 argument (``backend.chat.made_up_arguments``) are shown to the model as failed, in an exchange
 the client never sees, and the model calls once more. When no call is left, or the model ends
 its turn at once (an empty answer) or starts writing a tool's result itself, the ``plain``
@@ -30,6 +34,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from backend.chat.call_after_results import call_after_results
+from backend.chat.chain_state import read_chain_state
 from backend.chat.made_up_arguments import (
     UnfoundedCall,
     respaced_arguments,
@@ -37,12 +42,14 @@ from backend.chat.made_up_arguments import (
     unfounded_arguments,
     unfounded_exchange,
 )
+from backend.chat.next_in_chain import LastStep
 from backend.chat.output import OutputEvent, OutputProcessor, ToolCallsFound
 from backend.chat.prompt import AnswerOrCall, Generation, RenderedPrompt
 from backend.chat.repeated_calls import call_key
 from backend.chat.tool_calls import TOOL_RESPONSE_OPEN, call_constraint, opens_tool_call
 from backend.chat.tool_need import ToolNeedThresholds, calls_are_wanted
 from backend.engines.base import ChatEngine, SamplingParams
+from backend.groundedness.learned import LearnedReading
 from backend.protocol.schemas import TokenLogprob
 
 #: Turns a generated token into its log-probability entry (``TokenLogprobsReader``).
@@ -64,6 +71,7 @@ def answer_events(
     tool_need_below: ToolNeedThresholds | None = None,
     logprobs: DescribeToken | None = None,
     call_after_results_from: float | None = None,
+    chain_state: LearnedReading | None = None,
 ) -> Iterator[OutputEvent]:
     """The output events of the answer to ``prompt``.
 
@@ -78,6 +86,9 @@ def answer_events(
         call_after_results_from: with ``AnswerOrCall`` after tool results, the model calls
             whenever it gives a call's opening at least this share of its probability
             (``backend.chat.call_after_results``); None: its likeliest first token decides.
+        chain_state: with ``call_after_results_from``, the learned reading of whether the
+            chain needs another call, which overrules the share where they disagree
+            (``backend.chat.chain_state``; the engine must expose hidden states).
     """
     if isinstance(prompt, Generation):
         yield from _Reading(engine, prompt, stop, should_stop, logprobs).events(params)
@@ -91,6 +102,7 @@ def answer_events(
         tool_need_below,
         logprobs,
         call_after_results_from,
+        chain_state,
     )
 
 
@@ -103,6 +115,7 @@ def _answer_or_call(
     tool_need_below: ToolNeedThresholds | None,
     logprobs: DescribeToken | None,
     call_after_results_from: float | None,
+    chain_state: LearnedReading | None,
 ) -> Iterator[OutputEvent]:
     answer = _Reading(engine, prompt.answer, stop, should_stop, logprobs)
     json_answers = prompt.answer.constraint is not None
@@ -118,8 +131,15 @@ def _answer_or_call(
         greedy_opening=OPENING_TOKENS,
         opening_decided=lambda tokens: call_opened(tokens) is not None,
     )
+    call_needed = False
     if prompt.after_results and call_after_results_from is not None and not json_answers:
-        rule = call_after_results(engine.tokenizer, call_after_results_from)
+        share, call_needed = _share_after_results(
+            engine, prompt, call_after_results_from, chain_state
+        )
+        if share is None:  # done, though the model would open a call (most often a repeat)
+            yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
+            return
+        rule = call_after_results(engine.tokenizer, share)
         deciding = dataclasses.replace(deciding, first_token=rule)
     free = engine.generate(prompt.answer.ids, deciding, answer.should_stop)
     try:
@@ -153,6 +173,10 @@ def _answer_or_call(
     names = [c.function.name for e in events if isinstance(e, ToolCallsFound) for c in e.calls]
     wanted = not (check and names) or calls_are_wanted(engine, check, names, tool_need_below)
     held, unfounded = _review(events, prompt) if wanted else (None, [])
+    if held is None and call_needed and not unfounded and prompt.last_step is not None:
+        # Every call repeated an answered one where the chain needs another: the model calls
+        # once more, held to the tools the last step did not call.
+        held = _next_in_chain(engine, prompt, prompt.last_step, params, stop, should_stop, logprobs)
     if held is None and unfounded and prompt.continued:
         # Every call made up an argument: the model is shown those calls failing, as a tool
         # would answer them, and calls once more. (Let free to answer instead, it wrote
@@ -167,6 +191,54 @@ def _answer_or_call(
         yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
         return
     yield from held
+
+
+def _share_after_results(
+    engine: ChatEngine,
+    prompt: AnswerOrCall,
+    share: float,
+    chain_state: LearnedReading | None,
+) -> tuple[float | None, bool]:
+    """After tool results: the share of its probability from which the model opens a call
+    (None: it answers from the results without tools at once), and whether the chain-state
+    reading found another call needed. The reading overrules ``share`` where they disagree
+    (``backend.chat.chain_state``)."""
+    if chain_state is None:
+        return share, False
+    state = read_chain_state(engine, prompt.answer.ids, chain_state)
+    if state.call_needed:
+        return 0.0, True
+    return (None if state.share >= share else share), False
+
+
+def _next_in_chain(
+    engine: ChatEngine,
+    prompt: AnswerOrCall,
+    step: LastStep,
+    params: SamplingParams,
+    stop: Sequence[str],
+    should_stop: Callable[[], bool],
+    logprobs: DescribeToken | None,
+) -> list[OutputEvent] | None:
+    """The call made again after a reply that only repeated answered calls, held to the
+    tools the last step did not call, with the calls that take no value the step found
+    dropped (``backend.chat.next_in_chain``), then reviewed as the first was; None when no
+    call is left. From the call's own prompt, already evaluated; the repeat is no draft."""
+    others = step.other_tools(prompt.tools)
+    if not others:
+        return None
+    call = prompt.call
+    to_others = dataclasses.replace(call, constraint=call_constraint(others, call.parallel_calls))
+    params = dataclasses.replace(_after_answer_prompt(params, prompt), draft=())
+    events = list(_Reading(engine, to_others, stop, should_stop, logprobs).events(params))
+    found = next((e.calls for e in events if isinstance(e, ToolCallsFound)), [])
+    building = [c for c in found if step.takes_found_value(c)]
+    if not building:
+        return None
+    chained = [
+        ToolCallsFound(building, e.logprobs) if isinstance(e, ToolCallsFound) else e for e in events
+    ]
+    return _review(chained, prompt)[0]
 
 
 def _after_answer_prompt(params: SamplingParams, prompt: AnswerOrCall) -> SamplingParams:

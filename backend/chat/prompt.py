@@ -12,8 +12,10 @@ A request is answered in one of two ways, each a type of its own:
   schemas, is run instead (``backend.chat.generation``). This holds after tool results too:
   the tools stay offered and the model decides between another call and an answer, as at
   OpenAI and in vLLM. A call that repeats one the conversation already answered is dropped
-  (``AnswerOrCall.answered``), and when nothing is left the ``plain`` generation answers
-  from the results without tools.
+  (``AnswerOrCall.answered``); where the model's state says the chain needs another call
+  and every call repeats one, the model calls once more, held to the tools the last step
+  did not call (``backend.chat.next_in_chain``), and when nothing is left the ``plain``
+  generation answers from the results without tools.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.chat.made_up_arguments import conversation_text
+from backend.chat.next_in_chain import LastStep, last_step
 from backend.chat.number_lists import spaced_number_lists
 from backend.chat.repeated_calls import (
     CallKey,
@@ -80,6 +83,9 @@ class AnswerOrCall:
     #: After tool results: the tokens of a call repeating the last reply's calls, as the
     #: constraint writes it (``repeated_calls.last_calls_written``): ``call``'s draft.
     repeat: tuple[int, ...] = ()
+    #: After tool results: the step they answer, which a call made again after a repeat
+    #: builds on (``backend.chat.next_in_chain``).
+    last_step: LastStep | None = None
     #: The tools offered, and what the conversation says (``conversation_text``): what
     #: finding made-up arguments needs (``backend.chat.made_up_arguments``).
     tools: tuple[ToolDefinition, ...] = ()
@@ -243,6 +249,7 @@ def render_prompt(
         answered=answered_calls(messages),
         after_results=messages[-1].role == "tool",
         repeat=tuple(tokens(last_calls_written(messages, parallel_calls))),
+        last_step=last_step(messages),
         tools=tuple(active_tools),
         said=conversation_text(messages),
         continued=continued,

@@ -19,6 +19,7 @@ from backend.chat.response_format import format_constraint
 from backend.chat.responses import PreparedAnswer
 from backend.chat.tool_need import ToolNeedThresholds
 from backend.engines.base import ChatEngine, JSONSchemaConstraint, SamplingParams
+from backend.groundedness.learned import LearnedReading
 from backend.protocol.catalogue import ModelCard
 from backend.protocol.errors import BadRequestError
 from backend.protocol.schemas import ChatCompletionRequest
@@ -38,6 +39,7 @@ class ChatService:
         tool_need_below: see ``backend.chat.tool_need``; None: every generated call is kept.
         call_after_results_from: see ``backend.chat.call_after_results``; None: after tool
             results the model's likeliest first token decides whether it calls again.
+        chain_state: see ``backend.chat.chain_state``; None: the share alone decides.
     """
 
     def __init__(
@@ -46,11 +48,13 @@ class ChatService:
         turn: Callable[[], AbstractContextManager],
         tool_need_below: ToolNeedThresholds | None = None,
         call_after_results_from: float | None = None,
+        chain_state: LearnedReading | None = None,
     ) -> None:
         self.engine = engine
         self._turn = turn
         self._tool_need_below = tool_need_below
         self._call_after_results_from = call_after_results_from
+        self._chain_state = chain_state
 
     @functools.cached_property
     def _logprobs_reader(self) -> TokenLogprobsReader:
@@ -114,6 +118,7 @@ class ChatService:
                     self._tool_need_below,
                     logprobs,
                     self._call_after_results_from,
+                    self._chain_state,
                 )
 
         return PreparedAnswer(

@@ -13,9 +13,10 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from backend.backends.local.config import EngineConfig
+from backend.backends.local.config import PROFILE_CHAT_MODELS, EngineConfig
 from backend.backends.local.services import ServicesBackend
 from backend.backends.local.threads import Lazy
+from backend.chat.chain_state import chain_state_reading_for
 from backend.chat.responses import PreparedAnswer
 from backend.chat.service import ChatService
 from backend.embeddings.service import EmbeddingService
@@ -155,11 +156,18 @@ class InProcessBackend(ServicesBackend):
 
     def _build_chat_service(self) -> ChatService:
         config = self.config
+        chat = self._chat.get()
+        # The chain-state reading was trained on the profile's own model, read by an engine
+        # that exposes its hidden states; any other model keeps the share alone.
+        own_model = config.chat_model == PROFILE_CHAT_MODELS[config.profile]
+        shares = config.call_after_results_from is not None
+        reads = own_model and chat.reads_hidden_states and shares
         return ChatService(
-            self._chat.get(),
+            chat,
             self._chat.turn,
             config.tool_call_check_below,
             config.call_after_results_from,
+            chain_state_reading_for(config.profile) if reads else None,
         )
 
     def _choose_judge_reader(self) -> JudgeReader:
