@@ -4,11 +4,16 @@ engine gives the readings, so every decision here is set by the test."""
 
 from __future__ import annotations
 
+import json
+import os
+
 import pytest
 
 from backend.backends.local import InProcessBackend
 from backend.chat.call_after_results import CALL_AFTER_RESULTS_FROM
 from backend.chat.chain_state import chain_state_reading_for
+from backend.chat.prompt import render_prompt
+from backend.protocol.schemas import ChatMessage, ToolDefinition
 from backend.testing import CharCountEmbeddingEngine, ScriptedChatEngine, offline_backend
 from tests.agent_chain import TOOLS, StateReadingEngine, answer_read_by_state
 from tests.chat.test_calls_after_results import (
@@ -91,3 +96,37 @@ def test_a_model_of_the_users_own_keeps_the_share_alone():
         embedding_engine_instance=CharCountEmbeddingEngine(),
     )
     assert backend._chat_service.get()._chain_state is None
+
+
+@pytest.mark.model
+def test_the_shipped_reading_reads_the_default_model_s_own_state():
+    """On the real default model (llama.cpp) the shipped weights read its hidden state after
+    a tool result (they belong to that model: a hidden state of another size is refused), and
+    an agent's next request comes back whole, a call or an answer, never a repeat."""
+    from backend.chat.chain_state import read_chain_state
+    from backend.engines.weights.embedded_chat import DEFAULT, EmbeddedWeightsError, part_paths
+
+    try:
+        part_paths(DEFAULT)
+    except EmbeddedWeightsError as error:
+        pytest.skip(f"the default profile's chat model is not installed: {error}")
+    backend = InProcessBackend(profile="default", device=os.environ.get("CORE_TEST_DEVICE"))
+    try:
+        service = backend._chat_service.get()
+        if not service.engine.reads_hidden_states:
+            pytest.skip("the default model runs on an engine without hidden states here")
+        assert service._chain_state is chain_state_reading_for("default")
+        messages = [ChatMessage.model_validate(m) for m in _after_find_customer()]
+        tools = [ToolDefinition.model_validate(t) for t in TOOLS]
+        prompt = render_prompt(service.engine.tokenizer, messages, tools, None, constrained=True)
+        state = read_chain_state(service.engine, prompt.answer.ids, service._chain_state)
+        assert 0.0 <= state.share <= 1.0 and 0.0 <= state.needs_call <= 1.0
+        body = {"model": "core-1-mini-chat", "messages": _after_find_customer(), "tools": TOOLS}
+        message = backend.chat({**body, "temperature": 0}).choices[0].message
+        calls = [
+            (c.function.name, json.loads(c.function.arguments)) for c in message.tool_calls or ()
+        ]
+        assert bool(message.content) != bool(calls)
+        assert ("find_customer", {"name": "Jun Seo"}) not in calls  # the call answered
+    finally:
+        backend.close()
