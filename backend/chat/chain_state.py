@@ -1,25 +1,25 @@
-"""Whether a chain of tool calls needs another call: a learned reading of the model's own
-state after tool results.
+"""Whether a chain of tool calls needs another call: a learned reading of the model's own state
+after tool results.
 
 After a result the model decides between another call and an answer. Its share of a call's
-opening (``backend.chat.call_after_results``) tells the two apart on the chains it was chosen
-on, not on others: a chain whose next tool sits elsewhere in the list, or a question whose
-second step the model has not seen, gets an answer too soon ("610.00 yen" from a balance in
-dollars). The model's final hidden state at the answer's first position, which the prompt's
-evaluation computes anyway, says more. A logistic regression over that vector and the logit
-of the share, trained on the states of our development tasks' solution chains in several
-tool orders (``benchmarks/agents/state_reading.py``), gives the probability that another call
-is needed.
+opening (``backend.chat.call_after_results``) says whether it would open a call, which it does
+at almost every state, done or not: where the chain is done the call repeats the last one and is
+dropped, and where the chain's next tool sits elsewhere in the list the call written is often a
+repeat too, so the answer comes too soon (a balance in dollars given for a question in yen). The
+model's final hidden state at the answer's first position, which the prompt's evaluation
+computes anyway, says more. A logistic regression over that vector and the logit of the share,
+trained on the states of our development tasks' solution chains in several tool orders
+(``benchmarks/agents/state_reading.py``), gives the probability that another call is needed.
 
-It rules where the two readings disagree: where it finds a call needed the answer opens one
-(the review still drops a repeat, ``backend.chat.generation``), and where it finds the chain
-done the model answers from the results without tools, as it does after a dropped repeat,
-without writing the call first. The parameters live beside this module in
-``chain_states/<profile>-llama.cpp.npz`` with a ``.json`` record of their data, folds and
-figures; ``make train-chain-state`` rebuilds them. They are the judge's kind of reading
-(``backend.groundedness.learned.LearnedReading``: the share in the place of the judge's
-P(yes), the threshold in ``grounded_at``). A model without trained parameters, or an engine
-that cannot expose hidden states, keeps the share alone.
+It rules where the two readings disagree: where it finds a call needed the answer opens one (a
+repeat is still dropped, and the model then calls once more, held to the tools the last step did
+not call, ``backend.chat.next_in_chain``), and where it finds the chain done the model answers
+from the results without tools, as it does after a dropped repeat, without writing the call
+first. The parameters live beside this module in ``chain_states/<profile>-llama.cpp.npz`` with a
+``.json`` record of their data, folds and figures; ``make train-chain-state`` rebuilds them.
+They are the judge's kind of reading (``backend.groundedness.learned.LearnedReading``: the share
+in the place of the judge's P(yes), the threshold in ``grounded_at``). A model without trained
+parameters, or an engine that cannot expose hidden states, keeps the share alone.
 """
 
 from __future__ import annotations
