@@ -1,17 +1,19 @@
 """Whether the model's hidden state tells a chain state that needs another call from a done
 one (issue 50, the reading s15 and s16 asked for): at each state of each development task's
-solution chain (``call_share.solution_states``), in both tool orders, the model's final
-hidden state at the answer's first position of the agent prompt (tools offered, as the
-generation reads it) and at the answer position of a yes/no question ("Do these results
-already give everything needed to answer the question?"), with that question's P(yes) and
-the share of a call's opening. A logistic regression over each hidden state is scored
-leave-one-task-out (a task's states in both orders left out together), for several
-regularisation strengths; nothing is shipped.
+solution chain (``call_share.solution_states``), in the tool orders of ``READ_ORDERS``, the
+model's final hidden state at the answer's first position of the agent prompt (tools
+offered, as the generation reads it) and the share of a call's opening; with ``--question``
+also the hidden state and P(yes) at the answer of a yes/no question ("Do these results
+already give everything needed to answer the question?"). A logistic regression over each
+hidden state is scored leave-one-task-out (a task's states in every order left out
+together), for several regularisation strengths. The reading shipped
+(``backend.chat.chain_state``) is fitted on these states by ``train_chain_state``.
 
     python -m benchmarks.agents.state_reading --out benchmarks/.state-reading.npz
 
-Development tasks only (``tasks.jsonl``); about 16 minutes on 2 cores (132 states). With
-``--scores-only`` the readings already in ``--out`` are scored again.
+Development tasks only (``tasks.jsonl``); about 11 minutes on 2 cores for the 198 states
+(twice that with ``--question``). With ``--scores-only`` the readings already in ``--out``
+are scored again.
 """
 
 from __future__ import annotations
@@ -94,10 +96,9 @@ def read_states(out: Path, question: bool) -> None:
 
 
 def score(out: Path) -> None:
-    from sklearn.linear_model import LogisticRegression
     from sklearn.metrics import roc_auc_score
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
+
+    from benchmarks.agents.train_chain_state import C_GRID, out_of_task
 
     stored = np.load(out)
     rows = json.loads(str(stored["rows"]))
@@ -105,17 +106,10 @@ def score(out: Path) -> None:
     ids = np.array([row["id"] for row in rows])
     orders = np.array([row["order"] for row in rows])
     print(f"{len(rows)} states, {needed.sum()} needing another call")
-    for name in ("agent", "question")[: len(stored.files) - 1]:
+    for name in [name for name in ("agent", "question") if name in stored.files]:
         states = stored[name].astype(np.float64)
-        for strength in (0.001, 0.01, 0.1, 1.0):
-            scores = np.zeros(len(rows))
-            for task in sorted(set(ids)):
-                out_of_fold = ids == task
-                model = make_pipeline(
-                    StandardScaler(), LogisticRegression(C=strength, max_iter=2000)
-                )
-                model.fit(states[~out_of_fold], needed[~out_of_fold])
-                scores[out_of_fold] = model.predict_proba(states[out_of_fold])[:, 1]
+        for strength in C_GRID:
+            scores = out_of_task(states, needed, ids, strength)
             by_order = {
                 str(o): f"{roc_auc_score(needed[orders == o], scores[orders == o]):.3f}"
                 for o in sorted(set(orders))
