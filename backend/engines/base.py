@@ -173,6 +173,19 @@ class ChatEngine(abc.ABC):
         """
         raise NotImplementedError(f"{type(self).__name__} does not expose hidden states")
 
+    def reading_before_generation(
+        self, prompt: Sequence[int], candidate_ids: Sequence[int]
+    ) -> tuple[list[float], np.ndarray]:
+        """``next_token_readings_many`` of one prompt about to be generated from. An engine
+        that caches prompts evaluates it as the generation will (``LlamaCppChatEngine``), so
+        that the generation reuses it; others score it as any prompt.
+
+        Raises:
+            NotImplementedError: this engine cannot expose its hidden states.
+        """
+        [reading] = self.next_token_readings_many([prompt], candidate_ids)
+        return reading
+
     def close(self) -> None:
         """Free the model; the engine is unusable afterwards."""
 

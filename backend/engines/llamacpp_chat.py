@@ -239,6 +239,24 @@ class LlamaCppChatEngine(RunnerChatEngine):
             prompts, lambda logits, hidden: (logprobs(logits), hidden), hidden=True
         )
 
+    def reading_before_generation(
+        self, prompt: Sequence[int], candidate_ids: Sequence[int]
+    ) -> tuple[list[float], np.ndarray]:
+        """``next_token_readings_many`` of one prompt, cut into chunks as a generation's
+        prompt is (also before every message's first token, ``llamacpp_slots.chunk_ends``).
+        It reuses what the conversation's last generation left up to its last message, not
+        only whole chunks, and a generation from the same prompt then reuses all of it but
+        its last message's opening (``<|im_start|>assistant``)."""
+        logprobs = _candidate_logprobs(candidate_ids)
+        checked = checked_prompt(prompt)
+        [[reading]] = self._runner.score_suffixes(
+            [(checked[:-1], [checked[-1:]])],
+            lambda logits, hidden: (logprobs(logits), hidden),
+            hidden=True,
+            cut_as_generation=True,
+        )
+        return reading
+
     def _score_grouped(self, prompts: Sequence[Sequence[int]], score, hidden: bool) -> list:
         """``score`` after each prompt, the prompts grouped by their shared beginnings.
 

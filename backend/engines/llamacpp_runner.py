@@ -65,6 +65,8 @@ class _Request(RunnerRequest):
     hidden: bool = False
     #: Where the chunks evaluating ``evaluate`` end (``llamacpp_slots.chunk_ends``).
     ends: list[int] = field(default_factory=list)
+    #: A scoring cut before message starts as a generation is (``score_suffixes``).
+    cut_as_generation: bool = False
 
 
 class BatchingRunner(SuffixScoring, RequestRunner):
@@ -81,8 +83,9 @@ class BatchingRunner(SuffixScoring, RequestRunner):
             depend on nothing but itself.
         message_starts: the tokens a generation's prompt chunks also end before (the chat
             template's message openings, ``llamacpp_slots.chunk_ends``). Scorings are cut at
-            whole chunks only: the readings the judge and the tool-need check were tuned on
-            stay as measured.
+            whole chunks only unless they ask to be cut as a generation
+            (``score_suffixes(cut_as_generation=True)``): the readings the judge and the
+            tool-need check were tuned on stay as measured.
     """
 
     request_type = _Request
@@ -201,7 +204,8 @@ class BatchingRunner(SuffixScoring, RequestRunner):
                 return
             request = self._waiting[0]
             request.evaluate = request.prompt + request.generated
-            cut_before = self._message_starts if request.score is None else frozenset()
+            as_generation = request.score is None or request.cut_as_generation
+            cut_before = self._message_starts if as_generation else frozenset()
             request.ends = chunk_ends(request.evaluate, request.apart, cut_before)
             needed = len(request.evaluate) + 1
             if self._cache.cells_in_use(exclude=free) + needed > self._kv_cells and running:

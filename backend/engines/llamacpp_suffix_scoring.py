@@ -27,6 +27,7 @@ class SuffixScoring:
         groups: Sequence[tuple[list[int], list[list[int]]]],
         score: Callable[..., object],
         hidden: bool = False,
+        cut_as_generation: bool = False,
     ) -> list[list]:
         """For each (prefix, suffixes) group, ``score(logits)`` after ``prefix + suffix`` for
         each suffix, in order: the prefix is evaluated once (or reused from the cache), the
@@ -38,6 +39,9 @@ class SuffixScoring:
         ``hidden``, each is ``score(logits, hidden state)`` at the suffix's last token,
         always evaluated in a batch of last tokens (``NativeBatch.score_ends``), a lone
         prompt's too (its prefix all but its last token): every reading is laid out alike.
+        With ``cut_as_generation`` the prompts are cut into chunks as a generation's are
+        (``BatchingRunner``'s ``message_starts``): a generation's cache is then reused up to
+        its last message, and a generation from the same prompt reuses theirs.
 
         Raises:
             ValueError: a prefix is empty, a suffix empty or longer than one evaluation
@@ -57,6 +61,7 @@ class SuffixScoring:
                 evaluate, ends = list(prefix), [list(s) for s in suffixes]
             request = self.request_type(evaluate, 0, None, score, lambda: False, frozenset())
             request.suffixes, request.hidden = ends, hidden
+            request.cut_as_generation = cut_as_generation
             requests.append(request)
         scored = self._await_scorings(requests)
         return [

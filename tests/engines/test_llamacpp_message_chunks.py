@@ -9,7 +9,16 @@ import pytest
 
 from backend.engines.llamacpp_runner import PREFILL_CHUNK, BatchingRunner
 from backend.engines.llamacpp_slots import chunk_ends
-from tests.engines.test_llamacpp_runner import END, VOCAB, FakeLlamaCpp, expected_answer, greedy
+from tests.engines.test_llamacpp_runner import (
+    END,
+    HIDDEN,
+    VOCAB,
+    FakeLlamaCpp,
+    expected_answer,
+    fake_hidden,
+    greedy,
+    next_token,
+)
 
 OPEN = 90  # the stand-in chat template's message opening
 
@@ -24,6 +33,7 @@ def runner_and_native():
         kv_cells=4096,
         native=native,
         suffix_sequences=2,
+        n_embd=HIDDEN,
         message_starts=frozenset({OPEN}),
     )
     yield runner, native
@@ -77,6 +87,36 @@ def test_a_prefix_cut_otherwise_is_reused_only_where_the_cuts_agree(runner_and_n
     longer = [*prompt, *message(3, 7)]
     assert generate(runner, longer, 2) == expected_answer(longer, 2)
     assert native.batch_sizes[:3] == [100, 28, 72]
+
+
+def read_before_generation(runner, prompt: list[int]) -> list:
+    """What ``LlamaCppChatEngine.reading_before_generation`` asks of the runner."""
+    [[reading]] = runner.score_suffixes(
+        [(prompt[:-1], [prompt[-1:]])],
+        lambda logits, hidden: (greedy(logits), hidden.tolist()),
+        hidden=True,
+        cut_as_generation=True,
+    )
+    return reading
+
+
+def test_a_reading_cut_as_a_generation_reuses_the_conversation_and_is_reused(
+    runner_and_native,
+):
+    """The chain-state reading after a tool result: it reuses the last request's messages up
+    to the reply, as the next generation would, and that generation, from the same prompt,
+    evaluates only the last message's opening again."""
+    runner, native = runner_and_native
+    system, question, header = message(150, 5), message(40, 6), message(3, 7)
+    generate(runner, [*system, *question, *header], 2)
+    second = [*system, *question, *message(20, 8), *message(30, 9), *header]
+    native.batch_sizes.clear()
+    reading = read_before_generation(runner, second)
+    assert reading == (next_token(second), fake_hidden(second).tolist())
+    assert native.batch_sizes == [20, 30, 2, 1]  # the opening's last token read apart
+    native.batch_sizes.clear()
+    assert generate(runner, second, 2) == expected_answer(second, 2)
+    assert native.batch_sizes[0] == 3
 
 
 def test_a_lone_request_reuses_a_set_aside_conversation_up_to_its_last_shared_message(
