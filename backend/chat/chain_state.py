@@ -6,10 +6,12 @@ opening (``backend.chat.call_after_results``) says whether it would open a call,
 at almost every state, done or not: where the chain is done the call repeats the last one and is
 dropped, and where the chain's next tool sits elsewhere in the list the call written is often a
 repeat too, so the answer comes too soon (a balance in dollars given for a question in yen). The
-model's final hidden state at the answer's first position, which the prompt's evaluation
-computes anyway, says more. A logistic regression over that vector and the logit of the share,
-trained on the states of our development tasks' solution chains in several tool orders
-(``benchmarks/agents/state_reading.py``), gives the probability that another call is needed.
+model's final hidden state at the answer's first position says more. It is read as the
+generation evaluates the prompt (``ChatEngine.reading_before_generation``), so the answer or
+call that follows from that prompt reuses the reading's evaluation. A logistic regression
+over that vector and the logit of the share, trained on the states of our development tasks'
+solution chains in several tool orders (``benchmarks/agents/state_reading.py``), gives the
+probability that another call is needed.
 
 It rules where the two readings disagree: where it finds a call needed the answer opens one (a
 repeat is still dropped, and the model then calls once more, held to the tools the last step did
@@ -70,6 +72,6 @@ def read_chain_state(
     """The chain's state at the answer's first position of ``answer_ids`` (the agent prompt,
     tools offered)."""
     opening = sorted(call_opening_tokens(engine.tokenizer))
-    [(logprobs, hidden)] = engine.next_token_readings_many([answer_ids], opening)
+    logprobs, hidden = engine.reading_before_generation(answer_ids, opening)
     share = float(np.exp(logprobs).sum())
     return ChainState(share, reading.support(share, hidden), reading.grounded_at)

@@ -69,7 +69,7 @@ def read_states(out: Path, question: bool) -> None:
             tools = [ToolDefinition.model_validate(t) for t in world.openai_tools(task["tools"])]
             for step, more, messages, _ in solution_states(task):
                 prompt = render_prompt(engine.tokenizer, messages, tools, None, constrained=True)
-                [(logprobs, hidden)] = engine.next_token_readings_many([prompt.answer.ids], opening)
+                logprobs, hidden = engine.reading_before_generation(prompt.answer.ids, opening)
                 row = {
                     "id": task["id"],
                     "order": f"{order}-{seed}" if order == "shuffled" else order,
