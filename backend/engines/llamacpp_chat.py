@@ -234,10 +234,7 @@ class LlamaCppChatEngine(RunnerChatEngine):
     ) -> list[tuple[list[float], np.ndarray]]:
         """Each prompt's candidates' log-probabilities and the model's final hidden state at
         its last token, scored as ``next_token_logprobs_many`` scores them."""
-        logprobs = _candidate_logprobs(candidate_ids)
-        return self._score_grouped(
-            prompts, lambda logits, hidden: (logprobs(logits), hidden), hidden=True
-        )
+        return self._score_grouped(prompts, _candidate_reading(candidate_ids), hidden=True)
 
     def reading_before_generation(
         self, prompt: Sequence[int], candidate_ids: Sequence[int]
@@ -247,11 +244,10 @@ class LlamaCppChatEngine(RunnerChatEngine):
         It reuses what the conversation's last generation left up to its last message, not
         only whole chunks, and a generation from the same prompt then reuses all of it but
         its last message's opening (``<|im_start|>assistant``)."""
-        logprobs = _candidate_logprobs(candidate_ids)
         checked = checked_prompt(prompt)
         [[reading]] = self._runner.score_suffixes(
             [(checked[:-1], [checked[-1:]])],
-            lambda logits, hidden: (logprobs(logits), hidden),
+            _candidate_reading(candidate_ids),
             hidden=True,
             cut_as_generation=True,
         )
@@ -291,6 +287,15 @@ def _candidate_logprobs(candidate_ids: Sequence[int]) -> Callable[[np.ndarray], 
         return [float(shifted[i] - log_normaliser) for i in candidates]
 
     return logprobs
+
+
+def _candidate_reading(
+    candidate_ids: Sequence[int],
+) -> Callable[[np.ndarray, np.ndarray], tuple[list[float], np.ndarray]]:
+    """What turns a row of logits and its hidden state into (the candidates'
+    log-probabilities, the hidden state)."""
+    logprobs = _candidate_logprobs(candidate_ids)
+    return lambda logits, hidden: (logprobs(logits), hidden)
 
 
 def _fresh_seed() -> int:
