@@ -26,7 +26,6 @@ keeps the likeliest first token.
 
 from __future__ import annotations
 
-import math
 import weakref
 from typing import Any
 
@@ -64,9 +63,3 @@ def call_after_results(tokenizer: Any, share: float) -> FavouredFirstToken:
     """The first-token rule of an answer after tool results: a call whenever its opening has
     at least ``share`` of the model's probability."""
     return FavouredFirstToken(call_opening_tokens(tokenizer), share)
-
-
-def no_call_opening(tokenizer: Any) -> FavouredFirstToken:
-    """The first-token rule of an answer that must not open a call though tools are shown:
-    the likeliest token that opens none (``backend.chat.answer_from_results``)."""
-    return FavouredFirstToken(call_opening_tokens(tokenizer), math.inf)

@@ -24,8 +24,7 @@ that step found (``backend.chat.next_in_chain``); calls with a made-up
 argument (``backend.chat.made_up_arguments``) are shown to the model as failed, in an exchange
 the client never sees, and the model calls once more. When no call is left, or the model ends
 its turn at once (an empty answer) or starts writing a tool's result itself, the ``plain``
-generation answers without a call: after tool results, from the agent prompt and a turn
-asking for the answer (``backend.chat.answer_from_results``).
+generation answers without tools.
 """
 
 from __future__ import annotations
@@ -332,8 +331,6 @@ class _Reading:
         """Run the generation and read its tokens."""
         generation = self._generation
         options = {"constraint": generation.constraint} if generation.constraint else {}
-        if generation.first_token is not None:
-            params = dataclasses.replace(params, first_token=generation.first_token)
         tokens = self._engine.generate(generation.ids, params, self.should_stop, **options)
         try:
             yield from self.read(tokens)

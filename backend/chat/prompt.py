@@ -15,8 +15,7 @@ A request is answered in one of two ways, each a type of its own:
   (``AnswerOrCall.answered``); where the model's state says the chain needs another call
   and every call repeats one, the model calls once more, held to the tools the last step
   did not call (``backend.chat.next_in_chain``), and when nothing is left the ``plain``
-  generation answers from the results, asked to after the agent prompt
-  (``backend.chat.answer_from_results``).
+  generation answers from the results without tools.
 """
 
 from __future__ import annotations
@@ -25,8 +24,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.chat.answer_from_results import answer_from_results
-from backend.chat.call_after_results import no_call_opening
 from backend.chat.made_up_arguments import conversation_text
 from backend.chat.next_in_chain import LastStep, last_step
 from backend.chat.number_lists import spaced_number_lists
@@ -43,7 +40,7 @@ from backend.chat.tool_calls import (
     several_calls_allowed,
 )
 from backend.chat.tool_need import ToolNeedCheck
-from backend.engines.base import FavouredFirstToken, JSONSchemaConstraint
+from backend.engines.base import JSONSchemaConstraint
 from backend.protocol.errors import BadRequestError
 from backend.protocol.schemas import ChatMessage, ToolChoice, ToolChoiceObject, ToolDefinition
 
@@ -64,9 +61,6 @@ class Generation:
     constraint: JSONSchemaConstraint | None = None
     #: Whether the reply may hold several tool calls (``parallel_tool_calls``).
     parallel_calls: bool = True
-    #: How the first token is chosen, where it must not open a call though tools are shown
-    #: (an answer asked for after tool results, ``answer_from_results``).
-    first_token: FavouredFirstToken | None = None
 
 
 @dataclass(frozen=True)
@@ -76,8 +70,7 @@ class AnswerOrCall:
 
     answer: Generation
     call: Generation
-    #: The answer without a call, run instead when every generated call is dropped: after
-    #: tool results, the agent prompt with a turn asking for it (``answer_from_results``).
+    #: The answer without tools, run instead when every generated call is dropped.
     plain: Generation
     #: Where the conversation ends with a user message: what checking that a generated call
     #: is wanted needs (``backend.chat.tool_need``).
@@ -208,11 +201,11 @@ def render_prompt(
         active_tools = []
     template_tools = [t.model_dump(exclude_none=True) for t in active_tools] or None
     parallel_calls = several_calls_allowed(parallel_calls, tool_choice)
-    shown_conversation = _with_call_format(
-        conversation, constrained and parallel_calls and bool(active_tools)
-    )
     text = tokenizer.apply_chat_template(
-        shown_conversation, tools=template_tools, add_generation_prompt=True, tokenize=False
+        _with_call_format(conversation, constrained and parallel_calls and bool(active_tools)),
+        tools=template_tools,
+        add_generation_prompt=True,
+        tokenize=False,
     )
 
     def tokens(text: str) -> list[int]:
@@ -239,18 +232,9 @@ def render_prompt(
         assert isinstance(rendered, AnswerOrCall)
         return rendered
 
-    asked = None
-    if messages[-1].role == "tool" and answer_format is None:
-        asked = answer_from_results(tokenizer, shown_conversation, template_tools, messages)
-    if asked is not None:
-        plain = Generation(tokens(asked), first_token=no_call_opening(tokenizer))
-    else:
-        if messages[-1].role == "tool":
-            conversation = _with_system(_with_tool_results_as_user_turn(messages), answer_format)
-        text_plain = tokenizer.apply_chat_template(
-            conversation, add_generation_prompt=True, tokenize=False
-        )
-        plain = Generation(tokens(text_plain), constraint=answer_format)
+    if messages[-1].role == "tool":
+        conversation = _with_system(_with_tool_results_as_user_turn(messages), answer_format)
+    plain = tokenizer.apply_chat_template(conversation, add_generation_prompt=True, tokenize=False)
     tool_need = None
     if messages[-1].role == "user":
         tool_need = ToolNeedCheck(
@@ -260,7 +244,7 @@ def render_prompt(
     return AnswerOrCall(
         answer=Generation(tokens(text), "", tool_names, answer_format, parallel_calls),
         call=call,
-        plain=plain,
+        plain=Generation(tokens(plain), constraint=answer_format),
         tool_need=tool_need,
         answered=answered_calls(messages),
         after_results=messages[-1].role == "tool",

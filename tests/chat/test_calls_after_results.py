@@ -13,26 +13,21 @@ from __future__ import annotations
 import json
 
 import pytest
-from jinja2 import TemplateError
 
-from backend.chat.answer_from_results import ASK_FOR_THE_ANSWER
-from backend.chat.call_after_results import no_call_opening
 from backend.chat.made_up_arguments import (
     NAME_AS_ID_RESULT,
     UNFOUNDED_RESULT,
     unfounded_arguments,
 )
-from backend.chat.prompt import render_prompt
 from backend.chat.repeated_calls import (
     answered_calls,
     call_key,
     last_calls_written,
     last_reply_calls,
 )
-from backend.engines.base import JSONSchemaConstraint
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall, ToolDefinition
 from backend.testing import offline_backend
-from backend.testing.engines import CharTokenizer, yes_or_no_logprobs
+from backend.testing.engines import yes_or_no_logprobs
 from tests.agent_chain import (
     ANSWER,
     EXAMPLE_ID,
@@ -45,21 +40,11 @@ from tests.agent_chain import (
 )
 from tests.chat.test_chat_pipeline import _fold_stream
 
-#: What the answer's prompt after results holds: the turn asking for it.
-PLAIN_MARK = ASK_FOR_THE_ANSWER.split("{")[0]
+PLAIN_MARK = "Results of the tool calls"
 FOUND = "Jun Seo: customer id C-7781"
 FIND_JUN_SEO = ("find_customer", {"name": "Jun Seo"})
 BALANCE_OF_FOUND = ("get_balance", {"customer_id": "C-7781"})
 PLAIN_ANSWER = "Jun Seo's customer id is C-7781."
-
-
-def answered_from_results(engine) -> bool:
-    """Whether ``engine``'s last generation was the answer asked for after results
-    (``backend.chat.answer_from_results``): the agent prompt, tools shown, then the asking
-    turn, and a first token held from opening a call."""
-    prompt = engine.prompt_texts()[-1]
-    asked = prompt.startswith("tools: ") and prompt.endswith(f"{QUESTION}\nassistant: ")
-    return asked and engine.params[-1].first_token == no_call_opening(engine.tokenizer)
 
 
 def _after_find_customer(arguments: str = '{"name": "Jun Seo"}') -> list[dict]:
@@ -186,64 +171,22 @@ def test_a_call_repeating_an_answered_one_is_dropped_and_the_plain_prompt_answer
     assert _chat(engine, messages, stream) == (PLAIN_ANSWER, [])
     *_, plain = engine.prompt_texts()
     assert PLAIN_MARK in plain and FOUND in plain
-    assert answered_from_results(engine)  # answered, no call opened
+    assert not plain.startswith("tools:")  # answered without tools
     assert engine.constraints[-1] is None
 
 
-def test_the_answer_after_results_is_asked_for_after_the_agent_prompt():
-    """The answer's prompt is the agent prompt (already evaluated) and a system turn that
-    restates the question (``backend.chat.answer_from_results``)."""
+def test_the_plain_prompt_lists_every_result_since_the_question():
     engine = _calls_then_plain(BALANCE_OF_FOUND)  # repeats the balance call: answered plainly
     assert _chat(engine, _after_both_results()) == (PLAIN_ANSWER, [])
-    free, *_, plain = engine.prompt_texts()
-    opening = "assistant: "
-    assert plain.startswith(free.removesuffix(opening))
-    asked = ASK_FOR_THE_ANSWER.format(question=QUESTION)
-    assert plain.removeprefix(free.removesuffix(opening)) == f"system: {asked}\n{opening}"
-    assert answered_from_results(engine)
-
-
-def _rendered_after_both_results(tokenizer, answer_format=None):
-    messages = [ChatMessage.model_validate(m) for m in _after_both_results()]
-    tools = [ToolDefinition.model_validate(t) for t in TOOLS]
-    return render_prompt(tokenizer, messages, tools, None, True, answer_format)
-
-
-def _results_as_a_user_turn(plain: str) -> None:
-    """``plain`` is the answer without tools, every result since the question listed in one
-    user turn, each after the call that gave it, in order."""
+    *_, plain = engine.prompt_texts()
     question, results = plain.split("user: ")[1:]
     assert question.startswith(QUESTION)
-    assert results.startswith("Results of the tool calls")
+    # One user turn holds both results, each after the call that gave it, in order.
+    assert results.startswith(PLAIN_MARK)
     assert results.index(f'find_customer({{"name": "Jun Seo"}}) returned: {FOUND}') < results.index(
         f'get_balance({{"customer_id": "C-7781"}}) returned: {BALANCE}'
     )
-    assert "tools: " not in plain and "tool: " not in plain and "<tool_call>" not in plain
-
-
-def test_an_answer_in_a_response_format_lists_every_result_without_tools():
-    """A JSON answer would open like a call, so it is not held from opening one: it is
-    written where no tool is shown."""
-    tokenizer = CharTokenizer()
-    prompt = _rendered_after_both_results(tokenizer, JSONSchemaConstraint('{"type": "object"}'))
-    _results_as_a_user_turn(tokenizer.decode(prompt.plain.ids))
-    assert prompt.plain.first_token is None
-
-
-class _OneSystemMessageTokenizer(CharTokenizer):
-    """A chat template that raises on a system message after the first, as some do."""
-
-    def apply_chat_template(self, conversation, **options):
-        if any(m["role"] == "system" for m in conversation[1:]):
-            raise TemplateError("System role only supported at the start")
-        return super().apply_chat_template(conversation, **options)
-
-
-def test_a_template_without_later_system_turns_lists_every_result_without_tools():
-    tokenizer = _OneSystemMessageTokenizer()
-    prompt = _rendered_after_both_results(tokenizer)
-    _results_as_a_user_turn(tokenizer.decode(prompt.plain.ids))
-    assert prompt.plain.first_token is None
+    assert "tool: " not in plain and "<tool_call>" not in plain
 
 
 def test_of_two_calls_the_repeated_one_is_dropped_and_the_other_kept():
