@@ -3,7 +3,7 @@
     .venv/bin/python -m benchmarks.eval.run_eval --profile small
 
 Runs the groundedness (the first set, and the second set's test split, which no calibration
-reads), tool-call (one call, and several calls in one reply), retrieval and extraction sets
+reads), tool-call (one call, several calls in one reply, optional arguments), retrieval and extraction sets
 of this folder against an ``InProcessBackend`` for the profile, prints a table and writes
 ``results-<profile>.json`` (figures and every case's outcome). ``--sections``,
 ``--extraction-modes`` and ``--limit`` run part of it (``--update`` keeps the other sections
@@ -32,6 +32,7 @@ from benchmarks.eval import metrics
 from benchmarks.eval.extraction import MODES as EXTRACTION_MODES
 from benchmarks.eval.extraction import evaluate_extraction
 from benchmarks.eval.metrics import GROUNDED, NOT_GROUNDED, NOT_SURE
+from benchmarks.eval.optional_arguments import OPTIONAL_SETS, evaluate_optional_arguments
 from benchmarks.machine import cpu_name
 
 EVAL_DIR = Path(__file__).resolve().parent
@@ -43,6 +44,7 @@ SECTIONS = (
     "jnli_dev",
     "tools",
     "parallel",
+    "optional",
     "retrieval",
     "extraction",
     "extraction_heldout",
@@ -382,6 +384,10 @@ def format_table(results: dict[str, Any]) -> str:
             name: ("cases", "all_calls", "right_functions", "one_call_when_not_parallel")
             for name in PARALLEL_SETS
         },
+        **{
+            name: ("cases", "right", "expected_calls", "unstated_value_rate")
+            for name in OPTIONAL_SETS
+        },
         "retrieval": ("queries", "passages", "recall_at_1", "mrr"),
     }
     for section, keys in picks.items():
@@ -457,6 +463,11 @@ def run(
                 cases = load_jsonl(file)[:limit]
                 log(f"{name}: {len(cases)} cases")
                 results[name] = evaluate_parallel_calls(backend, cases, load_tools())
+        if "optional" in sections:
+            for name, file in OPTIONAL_SETS.items():
+                cases = load_jsonl(file)[:limit]
+                log(f"{name}: {len(cases)} cases")
+                results[name] = evaluate_optional_arguments(backend, cases, load_tools())
         if "retrieval" in sections:
             log("retrieval")
             results["retrieval"] = evaluate_retrieval(

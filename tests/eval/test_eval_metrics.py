@@ -16,6 +16,7 @@ from benchmarks.eval.calibrate import (
     cross_validated,
     support_of,
 )
+from benchmarks.eval.optional_arguments import OPTIONAL_SETS, unstated_values
 from benchmarks.eval.run_eval import (
     PARALLEL_SETS,
     load_jsonl,
@@ -301,6 +302,40 @@ def test_parallel_call_sets_shape(section):
             parameters = tools[call["name"]]["function"]["parameters"]
             assert set(parameters.get("required", [])) <= set(call["arguments"]), case["id"]
             jsonschema.validate(_plain_values(call["arguments"]), {**parameters, "required": []})
+
+
+@pytest.mark.parametrize("section", sorted(OPTIONAL_SETS))
+def test_optional_argument_sets_shape(section):
+    tools = load_tools()
+    cases = load_jsonl(OPTIONAL_SETS[section])
+    assert len(cases) >= 12 and len({c["id"] for c in cases}) == len(cases)
+    assert {c["language"] for c in cases} == {"en", "ko", "ja"}
+    for case in cases:
+        assert set(case["tools"]) <= set(tools), case["id"]
+        offered = set()
+        for call in case["expected"]:
+            parameters = tools[call["name"]]["function"]["parameters"]
+            assert set(parameters.get("required", [])) <= set(call["arguments"]), case["id"]
+            jsonschema.validate(_plain_values(call["arguments"]), {**parameters, "required": []})
+            offered |= set(parameters["properties"]) - set(parameters.get("required", []))
+        # an unstated parameter is an optional one of an expected call, and expected nowhere
+        assert set(case["unstated"]) <= offered, case["id"]
+        assert not any(set(case["unstated"]) & set(c["arguments"]) for c in case["expected"])
+
+
+def test_an_unstated_value_is_any_but_the_declared_default():
+    functions = {name: tool["function"] for name, tool in load_tools().items()}
+    calls = [
+        ("find_root", '{"function": "x", "lower": 0, "upper": 1, "tolerance": 0.001}'),
+        ("search_movies", '{"city": "A", "genre": "B", "max_results": 10, "min_rating": 7}'),
+        ("find_hotels", '{"city": "A", "min_stars": 4}'),
+        ("find_hotels", "not json"),
+    ]
+    unstated = ["tolerance", "max_results", "min_rating", "min_stars", "max_price"]
+    assert unstated_values(unstated, calls, functions) == [
+        "search_movies.min_rating=7",
+        "find_hotels.min_stars=4",
+    ]
 
 
 def test_retrieval_set_shape_and_counts():
