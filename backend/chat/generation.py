@@ -22,7 +22,8 @@ chain-state reading found another call needed and every call repeated one, the m
 once more, held to the tools the last step did not call, keeping only calls that use what
 that step found (``backend.chat.next_in_chain``); calls with a made-up
 argument (``backend.chat.made_up_arguments``) are shown to the model as failed, in an exchange
-the client never sees, and the model calls once more. When no call is left, or the model ends
+the client never sees, and the model calls once more. Optional numbers no message states are
+taken out of a call (``backend.chat.unstated_options``). When no call is left, or the model ends
 its turn at once (an empty answer) or starts writing a tool's result itself, the ``plain``
 generation answers without tools.
 """
@@ -48,6 +49,7 @@ from backend.chat.prompt import AnswerOrCall, Generation, RenderedPrompt
 from backend.chat.repeated_calls import call_key
 from backend.chat.tool_calls import TOOL_RESPONSE_OPEN, call_constraint, opens_tool_call
 from backend.chat.tool_need import ToolNeedThresholds, calls_are_wanted
+from backend.chat.unstated_options import without_unstated_options
 from backend.engines.base import ChatEngine, SamplingParams
 from backend.groundedness.learned import LearnedReading
 from backend.protocol.schemas import TokenLogprob
@@ -283,7 +285,9 @@ def _review(
         return events, []
     unfounded, kept, seen = [], [], set(prompt.answered)
     for call in found:
-        call = call.model_copy(update={"function": respaced_arguments(call.function, prompt.said)})
+        function = respaced_arguments(call.function, prompt.said)
+        function = without_unstated_options(function, prompt.tools, prompt.said)
+        call = call.model_copy(update={"function": function})
         key = call_key(call.function.name, call.function.arguments)
         if values := unfounded_arguments(call.function, prompt.tools, prompt.said, numbers):
             unfounded.append(UnfoundedCall(call, values))

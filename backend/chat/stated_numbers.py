@@ -1,4 +1,5 @@
-"""Whether a conversation states any number: a number argument needs one to come from.
+"""Whether a conversation states any number, and which: a number argument needs one to
+come from.
 
 Asked "What is the temperature in Seoul in Fahrenheit?", the 1.5B model's first call was
 ``convert_units(25, "celsius", "fahrenheit")``; asked for a customer's balance in won,
@@ -9,6 +10,10 @@ conversation that holds none at all is taken as stating no number: no digit or o
 character (CJK numerals ``三``, ``万`` are numeric), no English number word, no Korean
 native number word, no Japanese number in kana. The words are matched loosely, so that a
 doubtful text counts as stating a number and the call is left alone.
+
+Which numbers a text states (``stated_numbers``, for the optional arguments of
+``backend.chat.unstated_options``) is read only where every number it holds is in digits or
+an English word up to nineteen; in any other text it may state numbers that cannot be listed.
 """
 
 from __future__ import annotations
@@ -33,3 +38,60 @@ _NUMBER_WORD = re.compile(rf"\b(?:{_ENGLISH})\b|{_SUBSTRINGS}", re.IGNORECASE)
 def states_a_number(text: str) -> bool:
     """Whether ``text`` holds a number in any form ``stated_numbers`` reads."""
     return any(c.isnumeric() for c in text) or _NUMBER_WORD.search(text) is not None
+
+
+#: English number words read as the value they state, where a message writes one.
+_WORD_VALUES = {
+    word: value
+    for value, words in enumerate(
+        (
+            "zero",
+            "one single first once",
+            "two second twice double couple",
+            "three third thrice triple",
+            "four fourth",
+            "five fifth",
+            "six sixth",
+            "seven seventh",
+            "eight eighth",
+            "nine ninth",
+            "ten tenth",
+            "eleven",
+            "twelve dozen",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+        )
+    )
+    for word in words.split()
+} | {"half": 0.5, "quarter": 0.25}
+_WORD = re.compile(r"\b[a-z]+\b", re.IGNORECASE)
+#: Numbers written in digits: ``300,000``, ``6.5``, ``1,5``.
+_DIGITS = re.compile(r"\d+(?:[.,]\d+)*")
+
+
+def stated_numbers(text: str) -> list[float] | None:
+    """The numbers ``text`` states: in digits (each read every way its separators allow,
+    ``1,500`` as 1500 and as 1.5) and as English words up to nineteen ("four", "a dozen",
+    "half"). None where it may state others this cannot read: a numeral other than a digit
+    ("三", "万"), a Korean or Japanese number word, or an English word for tens and more
+    ("twenty-five", "a hundred", "percent")."""
+    if any(c.isnumeric() and not c.isdigit() for c in text):
+        return None
+    for word in _NUMBER_WORD.finditer(text):
+        if word[0].casefold() not in _WORD_VALUES:
+            return None
+    numbers = [
+        _WORD_VALUES[w.casefold()] for w in _WORD.findall(text) if w.casefold() in _WORD_VALUES
+    ]
+    for written in _DIGITS.findall(text):
+        for reading in (written.replace(",", ""), written.replace(",", ".")):
+            try:
+                numbers.append(float(reading))
+            except ValueError:  # more than one decimal point: "1.2.3"
+                continue
+    return numbers
