@@ -71,16 +71,22 @@ def conversation_text(messages: Sequence[ChatMessage]) -> str:
     return "\n".join(parts)
 
 
+def argument_object(call: FunctionCall) -> dict[str, Any] | None:
+    """A call's arguments as a JSON object; None when they are not one."""
+    try:
+        arguments = json.loads(call.arguments)
+    except json.JSONDecodeError:
+        return None
+    return arguments if isinstance(arguments, dict) else None
+
+
 def respaced_arguments(call: FunctionCall, said: str) -> FunctionCall:
     """``call`` with each string argument that the conversation (``said``) holds only with
     spaces the model left out written as the conversation writes it: asked for "Mina Park
     직원의 이메일", the 1.5B model looked up ``"MinaPark"``, whom no tool knows. Values of
     four characters or more, without a space, in no message as written (case aside)."""
-    try:
-        arguments = json.loads(call.arguments)
-    except json.JSONDecodeError:
-        return call
-    if not isinstance(arguments, dict):
+    arguments = argument_object(call)
+    if arguments is None:
         return call
     folded = said.casefold()
     changed = False

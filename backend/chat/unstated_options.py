@@ -26,6 +26,7 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from backend.chat.made_up_arguments import argument_object
 from backend.chat.stated_numbers import stated_numbers
 from backend.protocol.schemas import FunctionCall, ToolDefinition
 
@@ -46,11 +47,8 @@ def without_unstated_options(
     stated = stated_numbers(said)
     if tool is None or stated is None:
         return call
-    try:
-        arguments = json.loads(call.arguments)
-    except json.JSONDecodeError:
-        return call
-    if not isinstance(arguments, dict):
+    arguments = argument_object(call)
+    if arguments is None:
         return call
     schema = tool.function.parameters or {}
     required = set(schema.get("required") or ())

@@ -7,20 +7,19 @@ and not others. A case is right when its calls are the expected ones (``expected
 as ``metrics.judge_parallel_case`` matches several calls, so a stated optional value must be
 there) and no call sets a parameter the case lists in ``unstated`` to anything but the
 parameter's declared default (its JSON Schema ``default``, or the number its description
-gives after "default"). One greedy request per case, all tools of the case offered.
+gives after "default"). One greedy request per case, all tools of the case offered
+(``run_eval``).
 """
 
 from __future__ import annotations
 
 import json
 import re
-import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from tqdm import tqdm
 
-from backend.protocol.catalogue import DEFAULT_CHAT_MODEL
 from benchmarks.eval import metrics
 
 #: The sets: the development set and its held-out twin.
@@ -28,7 +27,6 @@ OPTIONAL_SETS = {
     "optional": "optional_arguments.jsonl",
     "optional_heldout": "optional_arguments_heldout.jsonl",
 }
-MAX_TOKENS = 320
 _DEFAULT = re.compile(r"\bdefault(?:s to| is|:)?\s+(-?\d+(?:\.\d+)?)", re.IGNORECASE)
 
 
@@ -64,25 +62,17 @@ def unstated_values(
 
 
 def evaluate_optional_arguments(
-    backend: Any, cases: Sequence[dict[str, Any]], tools: dict[str, dict[str, Any]]
+    ask: Callable[[dict[str, Any]], tuple[list[tuple[str, str]], str | None, float]],
+    cases: Sequence[dict[str, Any]],
+    tools: dict[str, dict[str, Any]],
 ) -> dict[str, Any]:
-    """One greedy request per case: the share of cases right, of cases with the expected
-    calls, and of cases setting an unstated value."""
+    """One request per case, made by ``ask`` (its calls as (name, arguments), its content and
+    its seconds): the share of cases right, of cases with the expected calls, and of cases
+    setting an unstated value."""
     functions = {name: tool["function"] for name, tool in tools.items()}
     rows = []
     for case in tqdm(cases, desc="optional arguments", unit="case"):
-        started = time.perf_counter()
-        reply = backend.chat(
-            {
-                "model": DEFAULT_CHAT_MODEL,
-                "messages": [{"role": "user", "content": case["prompt"]}],
-                "tools": [tools[name] for name in case["tools"]],
-                "temperature": 0,
-                "max_tokens": MAX_TOKENS,
-            }
-        )
-        message = reply.choices[0].message
-        calls = [(c.function.name, c.function.arguments) for c in message.tool_calls or []]
+        calls, content, seconds = ask(case)
         outcome = metrics.judge_parallel_case(case["expected"], calls, functions)
         unstated = unstated_values(case["unstated"], calls, functions)
         rows.append(
@@ -90,11 +80,11 @@ def evaluate_optional_arguments(
                 "id": case["id"],
                 "language": case["language"],
                 "calls": [{"name": n, "arguments": a} for n, a in calls],
-                "content": message.content,
+                "content": content,
                 "expected_calls": outcome.all_calls,
                 "unstated_values": unstated,
                 "right": outcome.all_calls and not unstated,
-                "seconds": time.perf_counter() - started,
+                "seconds": seconds,
             }
         )
     summary = {

@@ -3,17 +3,19 @@
     .venv/bin/python -m benchmarks.eval.run_eval --profile small
 
 Runs the groundedness (the first set, and the second set's test split, which no calibration
-reads), tool-call (one call, several calls in one reply, optional arguments), retrieval and extraction sets
-of this folder against an ``InProcessBackend`` for the profile, prints a table and writes
-``results-<profile>.json`` (figures and every case's outcome). ``--sections``,
-``--extraction-modes`` and ``--limit`` run part of it (``--update`` keeps the other sections
-of the file); ``CORE_CHAT_ENGINE`` picks the chat engine as it does for the service.
+reads), tool-call (one call, several calls in one reply, optional arguments), retrieval and
+extraction sets of this folder against an ``InProcessBackend`` for the profile, prints a
+table and writes ``results-<profile>.json`` (figures and every case's outcome).
+``--sections``, ``--extraction-modes`` and ``--limit`` run part of it (``--update`` keeps the
+other sections of the file); ``CORE_CHAT_ENGINE`` picks the chat engine as it does for the
+service.
 """
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import functools
 import json
 import platform
 import re
@@ -464,10 +466,14 @@ def run(
                 log(f"{name}: {len(cases)} cases")
                 results[name] = evaluate_parallel_calls(backend, cases, load_tools())
         if "optional" in sections:
+            tools = load_tools()
+            ask = functools.partial(
+                _ask_with_tools, backend, tools=tools, max_tokens=PARALLEL_MAX_TOKENS
+            )
             for name, file in OPTIONAL_SETS.items():
                 cases = load_jsonl(file)[:limit]
                 log(f"{name}: {len(cases)} cases")
-                results[name] = evaluate_optional_arguments(backend, cases, load_tools())
+                results[name] = evaluate_optional_arguments(ask, cases, tools)
         if "retrieval" in sections:
             log("retrieval")
             results["retrieval"] = evaluate_retrieval(
