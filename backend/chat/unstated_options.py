@@ -44,23 +44,26 @@ def without_unstated_options(
     """``call`` without the optional number arguments that ``said`` (the conversation's
     text, ``made_up_arguments.conversation_text``) does not state."""
     tool = next((t for t in tools if t.function.name == call.name), None)
-    stated = stated_numbers(said)
-    if tool is None or stated is None:
-        return call
-    arguments = argument_object(call)
-    if arguments is None:
+    arguments = argument_object(call) if tool is not None else None
+    if tool is None or arguments is None:
         return call
     schema = tool.function.parameters or {}
     required = set(schema.get("required") or ())
     properties = schema.get("properties") or {}
-    unstated = [
-        name
+    options = {
+        name: value
         for name, value in arguments.items()
         if name not in required
         and _is_number(value)
         and value not in (0, 1)
         and not _is_default(value, properties.get(name))
-        and not any(_writes(number, value) for number in stated)
+    }
+    # The conversation is read only for a call that has such an option: most have none.
+    stated = stated_numbers(said) if options else None
+    if stated is None:
+        return call
+    unstated = [
+        name for name, value in options.items() if not any(_writes(n, value) for n in stated)
     ]
     if not unstated:
         return call
