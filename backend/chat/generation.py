@@ -9,8 +9,9 @@ calling is the model's most likely choice, not a draw; after tool results, where
 sets a share, the first token opens a call whenever the model gives calling that share,
 ``backend.chat.call_after_results``, unless a learned reading of the model's state finds
 otherwise, ``backend.chat.chain_state``); if they open a call,
-that free start is dropped and the call is generated again from its opening, under the
-constraint that makes it match a tool's schema. A plain answer continues as it started,
+that free start is dropped and the call is generated again from its opening (its fence or
+tag, laid out as it began, ``backend.chat.call_form``), under the constraint that makes it
+match a tool's schema. A plain answer continues as it started,
 unconstrained and unslowed; one in a ``response_format`` is generated again from the start
 under the format's constraint. Where the profile sets a threshold, calls the model itself
 finds unneeded for the message are dropped and the message answered without tools
@@ -35,6 +36,7 @@ import itertools
 from collections.abc import Callable, Iterable, Iterator, Sequence
 
 from backend.chat.call_after_results import call_after_results
+from backend.chat.call_form import call_form, call_in_form
 from backend.chat.chain_state import read_chain_state
 from backend.chat.made_up_arguments import (
     UnfoundedCall,
@@ -167,8 +169,9 @@ def _answer_or_call(
         yield from answer.events(params)
         return
     check = prompt.tool_need if tool_need_below is not None else None
-    call = _Reading(engine, prompt.call, stop, should_stop, logprobs).events(
-        _after_answer_prompt(params, prompt)
+    opened = _call_as_opened(engine, prompt, opening)
+    call = _Reading(engine, opened, stop, should_stop, logprobs).events(
+        _after_answer_prompt(params, prompt, opened)
     )
     # The call is read whole before it is checked (calls go out at the end anyway).
     events = list(call)
@@ -243,7 +246,21 @@ def _next_in_chain(
     return _review(chained, prompt)[0]
 
 
-def _after_answer_prompt(params: SamplingParams, prompt: AnswerOrCall) -> SamplingParams:
+def _call_as_opened(engine: ChatEngine, prompt: AnswerOrCall, opening: Sequence[int]) -> Generation:
+    """The call the free ``opening`` began, in the form it began it (``backend.chat.call_form``)
+    where the conversation ends with the user's message. After tool results the call's prompt
+    stays the tag's: there the opening is the one the first-token rule favoured, not the
+    model's own, and the repeat's draft is written in the tag's form."""
+    text = engine.tokenizer.decode(opening, skip_special_tokens=False)  # type: ignore[attr-defined]
+    form = call_form(text)
+    if prompt.after_results or form is None:
+        return prompt.call
+    return call_in_form(engine.tokenizer, prompt.answer.ids, prompt.call, form)
+
+
+def _after_answer_prompt(
+    params: SamplingParams, prompt: AnswerOrCall, call: Generation | None = None
+) -> SamplingParams:
     """``params`` for the call, whose prompt is the answer's and the call's opening: the
     answer's prompt, just evaluated and cached, is evaluated apart so that it is reused whole
     and only the opening is evaluated (about a second a call on 2 cores, benchmarks/README.md,
@@ -253,7 +270,7 @@ def _after_answer_prompt(params: SamplingParams, prompt: AnswerOrCall) -> Sampli
     ``_review`` as before)."""
     params = dataclasses.replace(params, draft=prompt.repeat)
     answer = prompt.answer.ids
-    if prompt.call.ids[: len(answer)] != answer:
+    if (call or prompt.call).ids[: len(answer)] != answer:
         return params
     return dataclasses.replace(params, evaluated_apart=len(answer))
 

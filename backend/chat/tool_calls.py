@@ -52,7 +52,9 @@ Call = TypeVar("Call")
 _CALL_OBJECT_START = '{"name"'
 _CALL_FENCES = ("```", "```json", "```tool_call")
 _TAGGED = re.compile(r"<tool_call>\s*(.*?)\s*(?:</tool_call>|$)", re.DOTALL)
-_FENCED = re.compile(r"```(?:json|tool_call)?\s*\n?(.*?)\n?\s*```", re.DOTALL)
+#: A fenced block; its closing fence may be missing, as the tag's may (a call generated from
+#: the model's own fence ends with the JSON, ``backend.chat.call_form``).
+_FENCED = re.compile(r"```(?:json|tool_call)?\s*\n?(.*?)\n?\s*(?:```|$)", re.DOTALL)
 
 
 # ---------------------------------------------------------------- recognising a call

@@ -63,16 +63,20 @@ def _chat(reply: str, **request):
 
 
 @pytest.mark.parametrize(
-    "opening",
+    ("opening", "written_before", "indent"),
     [
-        '<tool_call>\n{"name": "get_weather", "arguments": {"city": 12}}',
-        '```json\n{"name": "x"}',
-        '{"name": "get_weather"',
-        '[{"name": "get_weather"',
-        '{{"name": "get_weather", "arguments": {"city": "Oslo"}}}',
+        ('<tool_call>\n{"name": "get_weather", "arguments": {"city": 12}}', "<tool_call>\n", None),
+        ('```json\n{"name": "x"}', "```json\n", None),
+        ('```\n[\n {"name": "x"}', "```\n", 1),  # (the offline tokens are characters)
+        ('```\n{\n  "name": "x"}', "```\n", 2),
+        ('{"name": "get_weather"', "", None),
+        ('[{"name": "get_weather"', "", None),
+        ('{{"name": "get_weather", "arguments": {"city": "Oslo"}}}', "", None),
     ],
 )
-def test_auto_regenerates_a_call_that_the_model_opens_under_the_constraint(opening):
+def test_auto_regenerates_a_call_that_the_model_opens_under_the_constraint(
+    opening, written_before, indent
+):
     engine, message = _chat(opening, tools=[WEATHER, EVENT])
     free, constrained = engine.constraints
     assert free is None
@@ -80,7 +84,10 @@ def test_auto_regenerates_a_call_that_the_model_opens_under_the_constraint(openi
         "get_weather",
         "create_event",
     }
-    assert engine.tokenizer.decode(engine.prompts[-1]).endswith("<tool_call>\n")
+    # The call continues the model's own opening, laid out as it began to lay it out.
+    answer_prompt, call_prompt = engine.prompts
+    assert call_prompt == answer_prompt + engine.tokenizer.encode(written_before)
+    assert constrained.indent == indent
     [call] = message.tool_calls
     assert (call.function.name, json.loads(call.function.arguments)) == (
         "get_weather",

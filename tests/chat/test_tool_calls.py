@@ -13,6 +13,8 @@ TOOLS = frozenset({"get_weather", "add"})
         '<tool_call>\n{"name": "get_weather", "arguments": {"city": "Seoul"}}\n</tool_call>',
         '<tool_call>{"name": "get_weather", "arguments": {"city": "Seoul"}}',  # unclosed at EOS
         '```json\n{"name": "get_weather", "arguments": {"city": "Seoul"}}\n```',
+        '```json\n[\n    {\n        "name": "get_weather",\n        "arguments": {\n'
+        '            "city": "Seoul"\n        }\n    }\n]',  # unclosed: a call in the fence's form
         '{"name": "get_weather", "arguments": {"city": "Seoul"}}',
         '  {"name": "get_weather", "parameters": {"city": "Seoul"}}  ',
         '{"name": "get_weather", "arguments": "{\\"city\\": \\"Seoul\\"}"}',
