@@ -236,3 +236,23 @@ def test_a_forced_call_is_not_checked():
     message = service.chat(body).choices[0].message
     assert message.tool_calls[0].function.name == "get_weather"
     assert engine.checks == []
+
+
+def test_after_tool_results_the_call_is_generated_from_the_tag_whatever_the_opening():
+    # There the first-token rule, not the model, chose the opening, and the draft of a
+    # repeated call is written in the tag's form.
+    engine = ConstrainingEngine('```\n[\n {"name": "x"}')  # indented, in a fence
+    service = offline_backend(engine, profile="small")
+    asked = {"id": "call_1", "type": "function"}
+    asked["function"] = {"name": "get_weather", "arguments": '{"city": "Seoul"}'}
+    messages = [
+        {"role": "user", "content": "Weather in Seoul, then in Oslo?"},
+        {"role": "assistant", "content": None, "tool_calls": [asked]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "18 C, rain"},
+    ]
+    body = {"model": "core-1-mini-chat", "messages": messages, "tools": [WEATHER, EVENT]}
+    [call] = service.chat(body).choices[0].message.tool_calls
+    assert json.loads(call.function.arguments) == {"city": "Oslo"}
+    answer_prompt, call_prompt = engine.prompts[:2]
+    assert call_prompt == answer_prompt + engine.tokenizer.encode("<tool_call>\n")
+    assert engine.constraints[1].indent is None
