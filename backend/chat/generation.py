@@ -23,7 +23,8 @@ chain-state reading found another call needed and every call repeated one, the m
 once more, held to the tools the last step did not call, keeping only calls that use what
 that step found (``backend.chat.next_in_chain``); calls with a made-up
 argument (``backend.chat.made_up_arguments``) are shown to the model as failed, in an exchange
-the client never sees, and the model calls once more. Optional numbers no message states are
+the client never sees, and the model calls once more (a number it makes up again is kept
+only where that reply calls nothing else). Optional numbers no message states are
 taken out of a call (``backend.chat.unstated_options``). When no call is left, or the model ends
 its turn at once (an empty answer) or starts writing a tool's result itself, the ``plain``
 generation answers without tools.
@@ -190,8 +191,14 @@ def _answer_or_call(
         if giving := tools_giving_every(unfounded, prompt.tools):
             constraint = call_constraint(giving, retry.parallel_calls)
             retry = dataclasses.replace(retry, constraint=constraint)
-        retried = _Reading(engine, retry, stop, should_stop, logprobs).events(params)
-        held, _ = _review(list(retried), prompt, numbers=False)
+        retried = list(_Reading(engine, retry, stop, should_stop, logprobs).events(params))
+        # A number made up again is kept only where the reply keeps nothing else: the model
+        # insists, and the number may be written in words ``stated_numbers`` does not read.
+        # Beside a call it could make, such as the lookup it was told of, the number waits
+        # for that call's result.
+        held, _ = _review(retried, prompt)
+        if held is None:
+            held, _ = _review(retried, prompt, numbers=False)
     if held is None:
         yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
         return
@@ -234,7 +241,7 @@ def _next_in_chain(
         return None
     call = prompt.call
     to_others = dataclasses.replace(call, constraint=call_constraint(others, call.parallel_calls))
-    params = dataclasses.replace(_after_answer_prompt(params, prompt), draft=())
+    params = dataclasses.replace(_after_answer_prompt(params, prompt, to_others), draft=())
     events = list(_Reading(engine, to_others, stop, should_stop, logprobs).events(params))
     found = next((e.calls for e in events if isinstance(e, ToolCallsFound)), [])
     building = [c for c in found if step.takes_found_value(c)]
@@ -259,7 +266,7 @@ def _call_as_opened(engine: ChatEngine, prompt: AnswerOrCall, opening: Sequence[
 
 
 def _after_answer_prompt(
-    params: SamplingParams, prompt: AnswerOrCall, call: Generation | None = None
+    params: SamplingParams, prompt: AnswerOrCall, call: Generation
 ) -> SamplingParams:
     """``params`` for the call, whose prompt is the answer's and the call's opening: the
     answer's prompt, just evaluated and cached, is evaluated apart so that it is reused whole
@@ -270,7 +277,7 @@ def _after_answer_prompt(
     ``_review`` as before)."""
     params = dataclasses.replace(params, draft=prompt.repeat)
     answer = prompt.answer.ids
-    if (call or prompt.call).ids[: len(answer)] != answer:
+    if call.ids[: len(answer)] != answer:
         return params
     return dataclasses.replace(params, evaluated_apart=len(answer))
 
@@ -294,9 +301,8 @@ def _review(
 ) -> tuple[list[OutputEvent] | None, list[UnfoundedCall]]:
     """``events`` with the calls not worth making taken out: repeats of answered calls or of
     the reply's own (``repeated_calls``), and calls with made-up arguments
-    (``made_up_arguments``; returned too; made-up numbers only with ``numbers``: a call made
-    again after the model was told keeps its numbers). None when calls were found and none is
-    left."""
+    (``made_up_arguments``; returned too; made-up numbers only with ``numbers``). None when
+    calls were found and none is left."""
     found = next((e.calls for e in events if isinstance(e, ToolCallsFound)), None)
     if not found:
         return events, []

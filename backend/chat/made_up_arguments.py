@@ -19,8 +19,10 @@ from reading a conversation, not from the schema, so the constraint cannot rule 
 * A made-up number: a number (other than 0 and 1) given to a required parameter when no
   message of the conversation states any number (``backend.chat.stated_numbers``) and no
   definition shows it (``convert_units(25, ...)`` asked for Seoul's temperature in
-  Fahrenheit). The call made after the model is told is kept as it is: a number may be
-  written in words this module does not read.
+  Fahrenheit). A number made up again in the call made after the model is told is kept
+  where that reply keeps no other call: a number may be written in words this module does
+  not read. Beside another call (the lookup it was told of) it is dropped, to be made once
+  that call's result gives the value.
 
 The model, told of a made-up value, is also told which offered tool gives it where a tool's
 description names the parameter (``get_order`` "Get the product id ..." for a made-up

@@ -2,7 +2,8 @@
 conversation's spaces, offline (issue 50).
 
 A number given to a required parameter where the conversation states no number at all is
-shown to the model as made up, and the call it makes then is kept as it is; the model, told
+shown to the model as made up, and the call it makes then is kept as it is unless it makes
+the number up again beside another call (it then waits for that call); the model, told
 of a made-up value, is told which offered tool's description names it and calls one of them;
 a value the conversation holds only with spaces the model left out is written with them. The engine is scripted
 by its prompt (``tests.agent_chain.PromptScriptedEngine``) on the small profile, which has no
@@ -140,14 +141,14 @@ def test_a_made_up_value_s_error_names_the_tool_that_gives_it():
     assert found.result() == UNFOUNDED_RESULT.format(values="P-1004")
 
 
-def _made_up_then(retried: tuple[str, dict]) -> PromptScriptedEngine:
+def _made_up_then(*retried: tuple[str, dict]) -> PromptScriptedEngine:
     """Calls ``CONVERT_25``; told that 25 is made up, calls ``retried``."""
 
     def script(prompt: str, constrained: bool) -> str:
         if not constrained:
             return "<tool_call>\n"
         if UNFOUNDED_RESULT.format(values="25") in prompt:
-            return call_text(retried)
+            return call_text(*retried)
         return call_text(CONVERT_25)
 
     return PromptScriptedEngine(script)
@@ -171,6 +172,13 @@ def test_a_number_made_up_again_after_being_told_is_kept():
     engine = _made_up_then(CONVERT_25)
     assert _calls(engine) == [CONVERT_25]
     assert len(engine.prompts) == 3
+
+
+def test_a_number_made_up_again_beside_a_call_it_could_make_waits_for_that_call():
+    for retried in [(WEATHER, CONVERT_25), (CONVERT_25, WEATHER)]:
+        engine = _made_up_then(*retried)
+        assert _calls(engine) == [WEATHER]
+        assert len(engine.prompts) == 3
 
 
 def test_the_call_after_a_made_up_value_is_held_to_the_tools_that_give_it():
