@@ -18,10 +18,12 @@ finds unneeded for the message are dropped and the message answered without tool
 (``backend.chat.tool_need``).
 
 A generated call is then reviewed: calls repeating one the conversation answered, or one
-earlier in the same reply, are dropped (``backend.chat.repeated_calls``), and where the
-chain-state reading found another call needed and every call repeated one, the model calls
-once more, held to the tools the last step did not call, keeping only calls that use what
-that step found (``backend.chat.next_in_chain``); calls with a made-up
+earlier in the same reply, are dropped (``backend.chat.repeated_calls``), and so are calls
+that give a code to a tool beside a lookup of that code, to be made from what the lookup
+finds (``backend.chat.lookup_beside``); where the chain-state reading found another call
+needed and every call repeated one, the model calls once more, held to the tools the last
+step did not call, keeping only calls that use what that step found
+(``backend.chat.next_in_chain``); calls with a made-up
 argument (``backend.chat.made_up_arguments``) are shown to the model as failed, in an exchange
 the client never sees, and the model calls once more (a number it makes up again is kept
 only where that reply calls nothing else). Optional numbers no message states are
@@ -39,6 +41,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from backend.chat.call_after_results import call_after_results
 from backend.chat.call_form import call_form, call_in_form
 from backend.chat.chain_state import read_chain_state
+from backend.chat.lookup_beside import waiting_for_lookup
 from backend.chat.made_up_arguments import (
     UnfoundedCall,
     respaced_arguments,
@@ -300,8 +303,9 @@ def _review(
     events: list[OutputEvent], prompt: AnswerOrCall, numbers: bool = True
 ) -> tuple[list[OutputEvent] | None, list[UnfoundedCall]]:
     """``events`` with the calls not worth making taken out: repeats of answered calls or of
-    the reply's own (``repeated_calls``), and calls with made-up arguments
-    (``made_up_arguments``; returned too; made-up numbers only with ``numbers``). None when
+    the reply's own (``repeated_calls``), calls with made-up arguments
+    (``made_up_arguments``; returned too; made-up numbers only with ``numbers``), and calls
+    that give a code to a tool beside a lookup of that code (``lookup_beside``). None when
     calls were found and none is left."""
     found = next((e.calls for e in events if isinstance(e, ToolCallsFound)), None)
     if not found:
@@ -317,6 +321,8 @@ def _review(
         elif key not in seen:
             kept.append(call)
         seen.add(key)
+    waiting = waiting_for_lookup(kept)
+    kept = [call for call, waits in zip(kept, waiting, strict=True) if not waits]
     if not kept:
         return None, unfounded
     return [

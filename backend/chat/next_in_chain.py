@@ -51,7 +51,7 @@ class LastStep:
     def takes_found_value(self, call: ToolCall) -> bool:
         """Whether an argument of ``call`` is a value the step's results gave and nothing
         before them said (a number written as a whole number where it is one)."""
-        values = (_written(value) for value in _scalars(parsed_arguments(call.function.arguments)))
+        values = (_written(value) for value in scalars(parsed_arguments(call.function.arguments)))
         return any(self._found_first(value) for value in values if value)
 
     def _found_first(self, value: str) -> bool:
@@ -75,14 +75,14 @@ def last_step(messages: Sequence[ChatMessage]) -> LastStep | None:
     )
 
 
-def _scalars(value: Any) -> Iterator[Any]:
+def scalars(value: Any) -> Iterator[Any]:
     """The strings and numbers in an argument value, however deeply nested."""
     if isinstance(value, dict):
         for item in value.values():
-            yield from _scalars(item)
+            yield from scalars(item)
     elif isinstance(value, list):
         for item in value:
-            yield from _scalars(item)
+            yield from scalars(item)
     elif isinstance(value, (str, int, float)) and not isinstance(value, bool):
         yield value
 

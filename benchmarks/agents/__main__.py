@@ -1,11 +1,12 @@
 """Agent tasks through real agent loops on the in-process chat model (issue 50).
 
-Runs ``tasks.jsonl`` (``--tasks heldout``: ``tasks_heldout.jsonl``) through LangChain's
+Runs ``tasks.jsonl`` (``--tasks heldout``: ``tasks_heldout.jsonl``; ``--tasks lookups``:
+``tasks_lookups.jsonl``) through LangChain's
 ``create_agent``, LlamaIndex's ``FunctionAgent`` and an OpenAI-SDK-style loop, all on one
 in-process backend (the model loads once), writes
 ``benchmarks/agents/results-<label>-<profile>-<framework>.json`` (one row per task; the
-held-out set's label starts ``heldout-``) and prints each framework's success by kind group,
-repeated calls, limits reached and seconds.
+held-out set's label starts ``heldout-``, another set's with its name) and prints each
+framework's success by kind group, repeated calls, limits reached and seconds.
 
     CORE_MODEL_PROFILE=small python -m benchmarks.agents --profile small --limit 3
     python -m benchmarks.agents --framework langchain,openai --kinds two_step,three_step
@@ -47,7 +48,8 @@ def parse_args() -> argparse.Namespace:
         "--tasks",
         default="dev",
         choices=sorted(TASK_SETS),
-        help="dev: tasks.jsonl (the rules were tuned on it); heldout: tasks_heldout.jsonl",
+        help="dev: tasks.jsonl (the rules were tuned on it); heldout: tasks_heldout.jsonl; "
+        "lookups: tasks_lookups.jsonl (development tasks written in s25)",
     )
     parser.add_argument("--profile", default="default", choices=["default", "small"])
     parser.add_argument("--temperature", type=float, default=0.0)

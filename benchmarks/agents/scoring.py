@@ -20,8 +20,15 @@ from typing import Any
 
 TASKS = Path(__file__).with_name("tasks.jsonl")
 #: ``dev``: the set the loop rules were changed against; ``heldout``: written after the rules
-#: were fixed and never looked at while changing them, so its figures are a held-out measure.
-TASK_SETS = {"dev": TASKS, "heldout": Path(__file__).with_name("tasks_heldout.jsonl")}
+#: were fixed and never looked at while changing them, so its figures are a held-out measure;
+#: ``lookups``: development tasks written later (s25) for a lookup and the call that uses what
+#: it finds (an employee's manager), kept apart from ``dev``, whose solution chains the
+#: chain-state reading is trained on.
+TASK_SETS = {
+    "dev": TASKS,
+    "heldout": Path(__file__).with_name("tasks_heldout.jsonl"),
+    "lookups": Path(__file__).with_name("tasks_lookups.jsonl"),
+}
 KINDS = ("one_step", "two_step", "three_step", "parallel", "tool_error", "no_tool", "immediate")
 #: The summary's groups, as issue 50 asks its questions.
 GROUPS = {
