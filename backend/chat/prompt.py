@@ -141,9 +141,14 @@ def _with_tool_results_as_user_turn(messages: Sequence[ChatMessage]) -> list[dic
     Every result gathered since the question is listed, not only the last call's: asked which
     order Maria Lopez placed last, after her id, her last order's id and that order's
     product, the 1.5B model shown only the last result described the product and left out
-    the order asked for. Exchanges before the last user message keep the template's form.
+    the order asked for. The question is written again after the results, where the model
+    reads it last: asked for a manager's name, shown the manager's id and then the name, it
+    gave the id, and asked a yes-or-no question it echoed the question ("Yes, it is sunny")
+    over a result that said otherwise (``benchmarks/README.md``, "Agents that chain tools").
+    Exchanges before the last user message keep the template's form.
     """
     asked = max((i for i, m in enumerate(messages) if m.role == "user"), default=-1)
+    question = messages[asked].content if asked >= 0 else None
     since = messages[asked + 1 :]
     calls = {call.id: call for m in since for call in m.tool_calls or ()}
     lines = []
@@ -153,12 +158,10 @@ def _with_tool_results_as_user_turn(messages: Sequence[ChatMessage]) -> list[dic
         call = calls.get(message.tool_call_id or "")
         name = f"{call.function.name}({call.function.arguments})" if call else "a tool"
         lines.append(f"- {name} returned: {message.content or ''}")
-    results = {
-        "role": "user",
-        "content": "Results of the tool calls:\n"
-        + "\n".join(lines)
-        + "\nAnswer my question using these results.",
-    }
+    ask = "Using these results, answer my question"
+    ask = f"{ask}: {question}" if question else f"{ask}."
+    listed = "\n".join(lines)
+    results = {"role": "user", "content": f"Results of the tool calls:\n{listed}\n\n{ask}"}
     # Other messages since the question (a system message, an assistant's text) stay.
     kept = [m for m in since if m.role != "tool" and not m.tool_calls]
     head = [*messages[: asked + 1], *kept]

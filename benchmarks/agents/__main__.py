@@ -1,7 +1,7 @@
 """Agent tasks through real agent loops on the in-process chat model (issue 50).
 
 Runs ``tasks.jsonl`` (``--tasks heldout``: ``tasks_heldout.jsonl``; ``--tasks lookups``:
-``tasks_lookups.jsonl``) through LangChain's
+``tasks_lookups.jsonl``; ``--tasks yes_no``: ``tasks_yes_no.jsonl``) through LangChain's
 ``create_agent``, LlamaIndex's ``FunctionAgent`` and an OpenAI-SDK-style loop, all on one
 in-process backend (the model loads once), writes
 ``benchmarks/agents/results-<label>-<profile>-<framework>.json`` (one row per task; the
@@ -49,7 +49,8 @@ def parse_args() -> argparse.Namespace:
         default="dev",
         choices=sorted(TASK_SETS),
         help="dev: tasks.jsonl (the rules were tuned on it); heldout: tasks_heldout.jsonl; "
-        "lookups: tasks_lookups.jsonl (development tasks written in s25)",
+        "lookups: tasks_lookups.jsonl (development tasks written in s25); yes_no: "
+        "tasks_yes_no.jsonl (development tasks written in s26)",
     )
     parser.add_argument("--profile", default="default", choices=["default", "small"])
     parser.add_argument("--temperature", type=float, default=0.0)

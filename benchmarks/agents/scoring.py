@@ -23,11 +23,13 @@ TASKS = Path(__file__).with_name("tasks.jsonl")
 #: were fixed and never looked at while changing them, so its figures are a held-out measure;
 #: ``lookups``: development tasks written later (s25) for a lookup and the call that uses what
 #: it finds (an employee's manager), kept apart from ``dev``, whose solution chains the
-#: chain-state reading is trained on.
+#: chain-state reading is trained on; ``yes_no``: development tasks written later (s26) whose
+#: question asks yes or no, where the answer must say what the results show.
 TASK_SETS = {
     "dev": TASKS,
     "heldout": Path(__file__).with_name("tasks_heldout.jsonl"),
     "lookups": Path(__file__).with_name("tasks_lookups.jsonl"),
+    "yes_no": Path(__file__).with_name("tasks_yes_no.jsonl"),
 }
 KINDS = ("one_step", "two_step", "three_step", "parallel", "tool_error", "no_tool", "immediate")
 #: The summary's groups, as issue 50 asks its questions.

@@ -52,8 +52,11 @@ MINIMUM = {
     # Development tasks written later for one kind of chain (a lookup, then the call that
     # uses what it finds), and two that ask two things of one employee at once.
     "lookups": (8, {"two_step": 5, "three_step": 1, "parallel": 2}),
+    # Development tasks written later whose question asks yes or no.
+    "yes_no": (8, {"one_step": 3, "two_step": 4, "three_step": 1}),
 }
-#: The sets whose languages are in the dev set's proportions (the lookups set has each once).
+#: The sets whose languages are in the dev set's proportions (the later sets have each once
+#: or more).
 PROPORTIONED = ("dev", "heldout")
 ALL_TASKS = [t for tasks in SETS.values() for t in tasks]
 
@@ -202,6 +205,7 @@ def test_the_sets_share_no_id_and_no_question():
 
     assert all(t["id"].startswith("ho-") for t in SETS["heldout"])
     assert all(t["id"].startswith("lk-") for t in SETS["lookups"])
+    assert all(t["id"].startswith("yn-") for t in SETS["yes_no"])
     ids = [t["id"] for t in ALL_TASKS]
     questions = [question(t) for t in ALL_TASKS]
     assert len(set(ids)) == len(ids) and len(set(questions)) == len(questions)

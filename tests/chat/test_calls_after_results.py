@@ -186,6 +186,8 @@ def test_the_plain_prompt_lists_every_result_since_the_question():
     assert results.index(f'find_customer({{"name": "Jun Seo"}}) returned: {FOUND}') < results.index(
         f'get_balance({{"customer_id": "C-7781"}}) returned: {BALANCE}'
     )
+    # and asks the question again after them, where the model reads it last
+    assert results.index(BALANCE) < results.index(f"answer my question: {QUESTION}")
     assert "tool: " not in plain and "<tool_call>" not in plain
 
 
