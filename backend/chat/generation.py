@@ -316,7 +316,10 @@ def _review(
         function = without_unstated_options(function, prompt.tools, prompt.said)
         call = call.model_copy(update={"function": function})
         key = call_key(call.function.name, call.function.arguments)
-        if values := unfounded_arguments(call.function, prompt.tools, prompt.said, numbers):
+        values = unfounded_arguments(
+            call.function, prompt.tools, prompt.said, numbers, prompt.after_results
+        )
+        if values:
             unfounded.append(UnfoundedCall(call, values))
         elif key not in seen:
             kept.append(call)

@@ -22,7 +22,14 @@ from reading a conversation, not from the schema, so the constraint cannot rule 
   Fahrenheit). A number made up again in the call made after the model is told is kept
   where that reply keeps no other call: a number may be written in words this module does
   not read. Beside another call (the lookup it was told of) it is dropped, to be made once
-  that call's result gives the value.
+  that call's result gives the value. After tool results a conversation states numbers (a
+  customer id ``C-4821`` holds one), yet the model still wrote amounts from nowhere: asked
+  for Jun Seo's balance in euros, it found his id and then called
+  ``convert_currency(100, "USD", "EUR")`` before looking up the balance. So there, where
+  every number the conversation holds can be read (``stated_numbers``), a number is made
+  up when it is none of them: not as written, rounded, nor as a percentage (5% passed as
+  0.05). On a first step the request's own numbers may be turned into others (a rate, a
+  sum, a unit), so the rule waits for results.
 
 The model, told of a made-up value, is also told which offered tool gives it where a tool's
 description names the parameter (``get_order`` "Get the product id ..." for a made-up
@@ -33,12 +40,13 @@ from nowhere instead.
 from __future__ import annotations
 
 import json
+import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.chat.stated_numbers import states_a_number
+from backend.chat.stated_numbers import stated_numbers, states_a_number
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall, ToolDefinition
 
 #: What the model is told of a call with made-up ``{values}``, in the exchange after which it
@@ -107,15 +115,20 @@ def respaced_arguments(call: FunctionCall, said: str) -> FunctionCall:
 
 
 def unfounded_arguments(
-    call: FunctionCall, tools: Sequence[ToolDefinition], said: str, numbers: bool = True
+    call: FunctionCall,
+    tools: Sequence[ToolDefinition],
+    said: str,
+    numbers: bool = True,
+    after_results: bool = False,
 ) -> UnfoundedValues:
     """The argument values of ``call`` that look made up.
 
     Strings holding a digit, not in ``said`` (``conversation_text``), and copied from an
     offered tool's definition or given to a parameter that names an identifier; strings
     given to an ``id`` parameter without a digit, in no message nor definition, or a name
-    (``names``); with ``numbers``, numbers given to a required parameter where ``said``
-    states none and no definition shows them.
+    (``names``); with ``numbers``, numbers given to a required parameter that no definition
+    shows, where ``said`` states none or, ``after_results``, states none of them
+    (``numbers_to_come_from``).
     """
     said = said.casefold()
     described = "\n".join(_definition_text(tool) for tool in tools).casefold()
@@ -134,20 +147,46 @@ def unfounded_arguments(
                 found.add(parameter, value, name=True)
             elif text not in said and text not in described:
                 found.add(parameter, value)
-    if numbers and isinstance(arguments, dict) and not states_a_number(said):
+    stated = numbers_to_come_from(said, after_results) if numbers else None
+    if stated is not None and isinstance(arguments, dict):
         required = _required(call.name, tools)
         for parameter, value in arguments.items():
-            if parameter in required and _made_up_number(value, described):
+            if parameter in required and _made_up_number(value, described, stated):
                 found.add(parameter, json.dumps(value))
     return found
 
 
-def _made_up_number(value: Any, described: str) -> bool:
-    """A number that no conversation without numbers could give, nor a definition shows:
-    0 and 1 stand for "none" and "a" in words."""
+def numbers_to_come_from(said: str, after_results: bool) -> list[float] | None:
+    """The numbers a number argument must be one of: none where ``said`` states no number;
+    after tool results, those it states where every one can be read (``stated_numbers``);
+    None where a number may come from the conversation in a way not read here."""
+    if not states_a_number(said):
+        return []
+    return stated_numbers(said) if after_results else None
+
+
+def _made_up_number(value: Any, described: str, stated: Sequence[float]) -> bool:
+    """A number that is none of the ``stated`` ones and that no definition shows: 0 and 1
+    stand for "none" and "a" in words."""
     if isinstance(value, bool) or not isinstance(value, int | float) or value in (0, 1):
         return False
-    return json.dumps(value) not in described
+    if json.dumps(value) in described:
+        return False
+    return not any(_states(number, float(value)) for number in stated)
+
+
+def _states(number: float, value: float) -> bool:
+    """Whether ``value`` is the stated ``number`` as written, rounded to a whole, a tenth or a
+    hundredth, or read as a percentage (5 passed as 0.05, or 0.05 as 5)."""
+    readings = (
+        number,
+        round(number),
+        round(number, 1),
+        round(number, 2),
+        number / 100,
+        number * 100,
+    )
+    return any(math.isclose(value, reading, rel_tol=1e-9, abs_tol=1e-9) for reading in readings)
 
 
 def _required(name: str, tools: Sequence[ToolDefinition]) -> set[str]:

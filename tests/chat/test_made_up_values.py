@@ -3,7 +3,9 @@ conversation's spaces, offline (issue 50).
 
 A number given to a required parameter where the conversation states no number at all is
 shown to the model as made up, and the call it makes then is kept as it is unless it makes
-the number up again beside another call (it then waits for that call); the model, told
+the number up again beside another call (it then waits for that call). After tool results,
+a number none of the conversation's numbers states is made up too, where all of them can be
+read. The model, told
 of a made-up value, is told which offered tool's description names it and calls one of them;
 a value the conversation holds only with spaces the model left out is written with them. The engine is scripted
 by its prompt (``tests.agent_chain.PromptScriptedEngine``) on the small profile, which has no
@@ -111,6 +113,55 @@ def test_numbers_the_conversation_could_give_are_kept():
     assert _numbers({**CONVERT_25[1], "value": 1}) == []  # "a" in words
     assert _numbers({**CONVERT_25[1], "value": 0}) == []
     assert _numbers(CONVERT_25[1], numbers=False) == []  # the call made after being told
+
+
+AFTER_WEATHER = f"{QUESTION}\n{json.dumps(WEATHER[1])}\nSeoul: 18 °C, light rain"
+
+
+def test_after_results_a_number_stated_nowhere_is_made_up():
+    assert _numbers(CONVERT_25[1], said=AFTER_WEATHER, after_results=True) == ["25"]
+    # the same conversation's numbers, before results, may be turned into others
+    assert _numbers(CONVERT_25[1], said=AFTER_WEATHER) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "said"),
+    [
+        (18, AFTER_WEATHER),
+        (1250, "balance of C-4821: 1,250.00 USD"),
+        (3420.8, "balance of C-5512: 3,420.75 USD"),  # rounded to a tenth
+        (3421, "balance of C-5512: 3,420.75 USD"),  # to a whole
+        (0.05, "the rate is 5% a year"),  # a percentage
+        (25, "Seoul: twenty-five degrees"),  # a number word not read
+        (25, "잔액은 50만 원입니다"),  # a Korean number not read
+    ],
+)
+def test_after_results_a_number_stated_or_unreadable_is_kept(value, said):
+    assert _numbers({**CONVERT_25[1], "value": value}, said=said, after_results=True) == []
+
+
+def test_after_results_a_made_up_number_is_told_and_the_stated_one_is_called():
+    convert_18 = ("convert_units", {**CONVERT_25[1], "value": 18})
+
+    def script(prompt: str, constrained: bool) -> str:
+        if not constrained:
+            return "<tool_call>\n"
+        return call_text(
+            convert_18 if UNFOUNDED_RESULT.format(values="25") in prompt else CONVERT_25
+        )
+
+    engine = PromptScriptedEngine(script)
+    service = offline_backend(engine, profile="small")
+    called = {"id": "call_1", "type": "function"}
+    called["function"] = {"name": WEATHER[0], "arguments": json.dumps(WEATHER[1])}
+    messages = [
+        {"role": "user", "content": QUESTION},
+        {"role": "assistant", "content": None, "tool_calls": [called]},
+        {"role": "tool", "tool_call_id": "call_1", "content": "Seoul: 18 °C, light rain"},
+    ]
+    body = {"model": "core-1-mini-chat", "tools": TOOLS, "messages": messages}
+    calls = service.chat(body).choices[0].message.tool_calls or ()
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [convert_18]
 
 
 def test_an_optional_number_and_a_number_the_definition_shows_are_kept():
