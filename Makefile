@@ -90,10 +90,9 @@ train-judge: install $(if $(filter default,$(PROFILE)),install-default-model)
 		$(PY) -m benchmarks.judge.evaluate --profile $$profile || exit 1; done
 
 # Rebuilds the chain-state reading after tool results (backend/chat/chain_states, issue 50)
-# from the development agent tasks (benchmarks/agents/tasks.jsonl, tasks_lookups.jsonl and
-# tasks_yes_no.jsonl; never the held-out set): reads the default model's state at every step
-# of their solution chains in three tool orders (about 40 minutes on 2 cores, into
-# benchmarks/.state-reading.npz), then fits the weights and writes their record.
+# from the development agent tasks (benchmarks/agents/tasks.jsonl): reads the default model's
+# state at every step of their solution chains in three tool orders (about 15 minutes on
+# 2 cores, into benchmarks/.state-reading.npz), then fits the weights and writes their record.
 train-chain-state: install install-default-model
 	$(PY) -m benchmarks.agents.state_reading --out benchmarks/.state-reading.npz
 	$(PY) -m benchmarks.agents.train_chain_state --states benchmarks/.state-reading.npz

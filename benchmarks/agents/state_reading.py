@@ -11,9 +11,9 @@ together), for several regularisation strengths. The reading shipped
 
     python -m benchmarks.agents.state_reading --out benchmarks/.state-reading.npz
 
-Development tasks only (the task sets of ``TRAINING_SETS``; never the held-out set); about
-20 minutes on 2 cores for the states of all three (twice that with ``--question``). With
-``--scores-only`` the readings already in ``--out`` are scored again.
+Development tasks only (``tasks.jsonl``); about 11 minutes on 2 cores for the 198 states
+(twice that with ``--question``). With ``--scores-only`` the readings already in ``--out``
+are scored again.
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
-from benchmarks.agents.scoring import TASK_SETS, in_tool_order, load_tasks
+from benchmarks.agents.scoring import in_tool_order, load_tasks
 
 COMPLETE = (
     "Question: {question}\n\nTool results so far:\n{results}\n\nDo these results already give "
@@ -49,17 +49,6 @@ def _results(messages) -> str:
 #: learns the chain's state rather than where the next tool sits in the list.
 READ_ORDERS = (("given", 0), ("reversed", 0), ("shuffled", 1))
 
-#: The development task sets whose solution chains are read: the first set, and the two
-#: written for the classes it had too few of (a lookup beside the tools that find ids, and
-#: questions answered yes or no), so that done states such as "the email asked for is in"
-#: are seen in more than one wording. The held-out set is never read.
-TRAINING_SETS = ("dev", "lookups", "yes_no")
-
-
-def training_tasks() -> list[dict]:
-    """The tasks of every set of ``TRAINING_SETS``, in that order."""
-    return [task for name in TRAINING_SETS for task in load_tasks(TASK_SETS[name])]
-
 
 def read_states(out: Path, question: bool) -> None:
     import backend
@@ -76,7 +65,7 @@ def read_states(out: Path, question: bool) -> None:
     opening = sorted(call_opening_tokens(engine.tokenizer))
     rows, agent, asked_states = [], [], []
     for order, seed in READ_ORDERS:
-        for task in in_tool_order(training_tasks(), order, seed):
+        for task in in_tool_order(load_tasks(), order, seed):
             tools = [ToolDefinition.model_validate(t) for t in world.openai_tools(task["tools"])]
             for step, more, messages, _ in solution_states(task):
                 prompt = render_prompt(engine.tokenizer, messages, tools, None, constrained=True)

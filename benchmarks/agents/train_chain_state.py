@@ -5,10 +5,10 @@ labelled by whether the solution chain goes on.
 
     python -m benchmarks.agents.train_chain_state --states benchmarks/.state-reading.npz
 
-Development tasks only (``state_reading.TRAINING_SETS``). Folds leave one task out, its
-states in every tool order together; the regularisation strength is the one of ``C_GRID``
-with the best out-of-fold balanced accuracy at 0.5, and the threshold the cut between the
-out-of-fold readings that maximises it (``benchmarks.judge.train``'s rules). Writes
+Development tasks only (``tasks.jsonl``). Folds leave one task out, its states in every tool
+order together; the regularisation strength is the one of ``C_GRID`` with the best
+out-of-fold balanced accuracy at 0.5, and the threshold the cut between the out-of-fold
+readings that maximises it (``benchmarks.judge.train``'s rules). Writes
 ``backend/chat/chain_states/<profile>-llama.cpp.npz`` and its ``.json`` record.
 """
 
@@ -23,8 +23,6 @@ import numpy as np
 from backend.chat.call_after_results import CALL_AFTER_RESULTS_FROM
 from backend.chat.chain_state import parameters_path
 from backend.groundedness.learned import LearnedReading
-from benchmarks.agents.scoring import TASK_SETS
-from benchmarks.agents.state_reading import TRAINING_SETS
 from benchmarks.judge.train import (
     _logit,
     _pipeline,
@@ -36,11 +34,6 @@ from benchmarks.judge.train import (
 C_GRID = (0.001, 0.01, 0.1, 1.0)
 #: The share alone decides at this threshold (no training; ``share_rule`` in the record).
 SHARE_RULE = CALL_AFTER_RESULTS_FROM["default"]
-
-
-def _set_files() -> list[str]:
-    """The files of the task sets the states were read from."""
-    return [f"benchmarks/agents/{TASK_SETS[name].name}" for name in TRAINING_SETS]
 
 
 def examples(path: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
@@ -93,7 +86,7 @@ def train(states: Path, profile: str) -> dict:
         "solution chain makes another call",
         "profile": profile,
         "reader": "llama.cpp",
-        "data": f"the development task sets {', '.join(_set_files())}, every state of each "
+        "data": "benchmarks/agents/tasks.jsonl (development tasks), every state of each "
         "task's solution chain, tools in the orders of state_reading.READ_ORDERS",
         "states": int(len(y)),
         "needing_a_call": int(y.sum()),
