@@ -172,12 +172,13 @@ def _made_up_number(value: Any, described: str, stated: Sequence[float]) -> bool
         return False
     if json.dumps(value) in described:
         return False
-    return not any(_states(number, float(value)) for number in stated)
+    return not any(_states(number, abs(float(value))) for number in stated)
 
 
 def _states(number: float, value: float) -> bool:
     """Whether ``value`` is the stated ``number`` as written, rounded to a whole, a tenth or a
-    hundredth, or read as a percentage (5 passed as 0.05, or 0.05 as 5)."""
+    hundredth, or read as a percentage (5 passed as 0.05, or 0.05 as 5). Signs aside: the
+    numbers are read without theirs ("-3 °C" states 3)."""
     readings = (
         number,
         round(number),

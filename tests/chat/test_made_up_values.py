@@ -132,6 +132,7 @@ def test_after_results_a_number_stated_nowhere_is_made_up():
         (3420.8, "balance of C-5512: 3,420.75 USD"),  # rounded to a tenth
         (3421, "balance of C-5512: 3,420.75 USD"),  # to a whole
         (0.05, "the rate is 5% a year"),  # a percentage
+        (-3, "Oslo: -3 °C, snow"),  # a sign
         (25, "Seoul: twenty-five degrees"),  # a number word not read
         (25, "잔액은 50만 원입니다"),  # a Korean number not read
     ],
