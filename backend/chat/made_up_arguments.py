@@ -40,13 +40,12 @@ from nowhere instead.
 from __future__ import annotations
 
 import json
-import math
 import re
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.chat.stated_numbers import stated_numbers, states_a_number
+from backend.chat.stated_numbers import stated_numbers, states_a_number, states_value
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall, ToolDefinition
 
 #: What the model is told of a call with made-up ``{values}``, in the exchange after which it
@@ -172,22 +171,14 @@ def _made_up_number(value: Any, described: str, stated: Sequence[float]) -> bool
         return False
     if json.dumps(value) in described:
         return False
-    return not any(_states(number, abs(float(value))) for number in stated)
+    return not any(_states(number, float(value)) for number in stated)
 
 
 def _states(number: float, value: float) -> bool:
-    """Whether ``value`` is the stated ``number`` as written, rounded to a whole, a tenth or a
-    hundredth, or read as a percentage (5 passed as 0.05, or 0.05 as 5). Signs aside: the
-    numbers are read without theirs ("-3 °C" states 3)."""
-    readings = (
-        number,
-        round(number),
-        round(number, 1),
-        round(number, 2),
-        number / 100,
-        number * 100,
-    )
-    return any(math.isclose(value, reading, rel_tol=1e-9, abs_tol=1e-9) for reading in readings)
+    """Whether the stated ``number`` gives ``value`` as written, rounded to a whole, a tenth
+    or a hundredth, or as a percentage (``stated_numbers.states_value``), signs aside."""
+    roundings = (number, round(number), round(number, 1), round(number, 2))
+    return any(states_value(rounded, value) for rounded in roundings)
 
 
 def _required(name: str, tools: Sequence[ToolDefinition]) -> set[str]:

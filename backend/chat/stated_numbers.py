@@ -18,7 +18,9 @@ an English word up to nineteen; in any other text it may state numbers that cann
 
 from __future__ import annotations
 
+import math
 import re
+from collections.abc import Sequence
 
 _ENGLISH = (
     "zero|one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|thirteen|fourteen|"
@@ -95,3 +97,18 @@ def stated_numbers(text: str) -> list[float] | None:
             except ValueError:  # more than one decimal point: "1.2.3"
                 continue
     return numbers
+
+
+#: As a percentage: 5 for 0.05 and back.
+PERCENTAGE = (1, 100)
+
+
+def states_value(number: float, value: float, factors: Sequence[int] = PERCENTAGE) -> bool:
+    """Whether ``number``, as a message writes it (without its sign, as ``stated_numbers``
+    reads it), states ``value``: as it is, or times or divided by one of ``factors`` (a
+    percentage, another unit)."""
+    return any(
+        math.isclose(abs(value), number * factor, rel_tol=1e-9)
+        or math.isclose(abs(value) * factor, number, rel_tol=1e-9)
+        for factor in factors
+    )

@@ -27,7 +27,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from backend.chat.made_up_arguments import argument_object
-from backend.chat.stated_numbers import stated_numbers
+from backend.chat.stated_numbers import stated_numbers, states_value
 from backend.protocol.schemas import FunctionCall, ToolDefinition
 
 #: How a stated number turns into the value a parameter takes in its own unit: as it is, a
@@ -63,22 +63,14 @@ def without_unstated_options(
     if stated is None:
         return call
     unstated = [
-        name for name, value in options.items() if not any(_writes(n, value) for n in stated)
+        name
+        for name, value in options.items()
+        if not any(states_value(n, value, UNIT_FACTORS) for n in stated)
     ]
     if not unstated:
         return call
     kept = {name: value for name, value in arguments.items() if name not in unstated}
     return call.model_copy(update={"arguments": json.dumps(kept, ensure_ascii=False)})
-
-
-def _writes(number: float, value: float) -> bool:
-    """Whether ``number``, as a message writes it, states ``value``: as it is, as the
-    percentage of a fraction, or in another unit (``UNIT_FACTORS``)."""
-    return any(
-        math.isclose(abs(value), number * factor, rel_tol=1e-9)
-        or math.isclose(abs(value) * factor, number, rel_tol=1e-9)
-        for factor in UNIT_FACTORS
-    )
 
 
 def _is_number(value: Any) -> bool:
