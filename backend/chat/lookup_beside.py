@@ -20,8 +20,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from backend.chat.made_up_arguments import ID_PARAMETER
 from backend.chat.next_in_chain import scalars
+from backend.chat.parameter_kinds import ID_PARAMETER
 from backend.chat.repeated_calls import parsed_arguments
 from backend.protocol.schemas import ToolCall
 

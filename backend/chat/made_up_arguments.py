@@ -30,6 +30,10 @@ from reading a conversation, not from the schema, so the constraint cannot rule 
   up when it is none of them: not as written, rounded, nor as a percentage (5% passed as
   0.05). On a first step the request's own numbers may be turned into others (a rate, a
   sum, a unit), so the rule waits for results.
+* An id of another kind than its parameter asks for, where an offered tool turns that kind
+  into the one asked for: an order id given as a ``product_id`` beside ``get_order``, which
+  gives the product id (``backend.chat.parameter_kinds``). It is in the message, but the
+  call skipped the lookup that reads it.
 
 The model, told of a made-up value, is also told which offered tool gives it where a tool's
 description names the parameter (``get_order`` "Get the product id ..." for a made-up
@@ -45,6 +49,13 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from backend.chat.parameter_kinds import (
+    ID_PARAMETER,
+    IDENTIFIER_PARAMETER,
+    kind_given,
+    parameter_words,
+    tools_giving,
+)
 from backend.chat.stated_numbers import stated_numbers, states_a_number, states_value
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall, ToolDefinition
 
@@ -56,20 +67,10 @@ UNFOUNDED_RESULT = (
 )
 #: What the model is told of a call that gives a name where an id is asked for.
 NAME_AS_ID_RESULT = "error: {values} is a name, not an id. First find the id with another tool."
-
-
-def _parameter_ending(*words: str) -> re.Pattern[str]:
-    """Parameter names ending in one of ``words``, snake_case (``order_id``, ``ID``) or
-    camelCase (``orderId``)."""
-    snake = "|".join(words)
-    camel = "|".join(word.capitalize() for word in words)
-    return re.compile(rf"(?:^|_)(?i:{snake})$|[a-z](?:{camel})$")
-
-
-#: Parameter names that name an identifier, whose value must come from the conversation.
-IDENTIFIER_PARAMETER = _parameter_ending("id", "ids", "number", "code", "key")
-#: Parameter names that name an id proper, whose value is data even without a digit.
-ID_PARAMETER = _parameter_ending("id", "ids")
+#: What the model is told of an id of another kind than the parameter asks for.
+OTHER_KIND_RESULT = (
+    "error: {value} is {kind}, not {asked}. First find the {wanted} with another tool."
+)
 
 
 def conversation_text(messages: Sequence[ChatMessage]) -> str:
@@ -125,7 +126,9 @@ def unfounded_arguments(
     Strings holding a digit, not in ``said`` (``conversation_text``), and copied from an
     offered tool's definition or given to a parameter that names an identifier; strings
     given to an ``id`` parameter without a digit, in no message nor definition, or a name
-    (``names``); with ``numbers``, numbers given to a required parameter that no definition
+    (``names``); an id of another kind than its parameter asks for, where an offered tool
+    turns that kind into the one asked for (``parameter_kinds.kind_given``); with
+    ``numbers``, numbers given to a required parameter that no definition
     shows, where ``said`` states none or, ``after_results``, states none of them
     (``numbers_to_come_from``).
     """
@@ -141,6 +144,8 @@ def unfounded_arguments(
         if any(c.isdigit() for c in text):
             if text not in said and (text in described or IDENTIFIER_PARAMETER.search(parameter)):
                 found.add(parameter, value)
+            elif kind := kind_given(parameter, value, tools, call.name):
+                found.add(parameter, value, kind=kind)
         elif ID_PARAMETER.search(parameter):
             if any(c.isspace() for c in text):
                 found.add(parameter, value, name=True)
@@ -186,51 +191,27 @@ def _required(name: str, tools: Sequence[ToolDefinition]) -> set[str]:
     return set((tool.function.parameters or {}).get("required") or ()) if tool else set()
 
 
-def tools_giving(parameter: str, tools: Sequence[ToolDefinition], called: str) -> list[str]:
-    """The offered tools other than ``called`` whose description names what ``parameter``
-    asks for and that do not take it themselves: for ``product_id``, a tool described "Get
-    the product id and the shipping warehouse of an order". Only parameters of two words or
-    more are matched (an ``id`` alone names nothing); a possessive reads as the word
-    ("a customer's id" names ``customer_id``)."""
-    words = parameter_words(parameter)
-    if " " not in words:
-        return []
-    phrase = re.compile(rf"\b{re.escape(words)}\b")
-    return [
-        tool.function.name
-        for tool in tools
-        if tool.function.name != called
-        and parameter not in ((tool.function.parameters or {}).get("properties") or {})
-        and phrase.search(_plain_words(tool.function.description or ""))
-    ]
-
-
-def parameter_words(parameter: str) -> str:
-    """``customer_id`` and ``customerId`` as "customer id"."""
-    spaced = re.sub(r"([a-z])([A-Z])", r"\1 \2", parameter).replace("_", " ")
-    return " ".join(spaced.split()).casefold()
-
-
-def _plain_words(text: str) -> str:
-    """``text`` casefolded, possessives dropped and spaces made single."""
-    return " ".join(re.sub(r"['’]s\b", "", text.casefold()).split())
-
-
 @dataclass
 class UnfoundedValues:
-    """A call's made-up argument values (``unfounded_arguments``): values from nowhere, and
-    names given as ids."""
+    """A call's made-up argument values (``unfounded_arguments``): values from nowhere,
+    names given as ids, and ids of another kind than asked for."""
 
     values: list[str] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
+    #: Ids of another kind: (the value, its kind, the kind asked for), such as ("O-1003",
+    #: "order id", "product id").
+    other_kinds: list[tuple[str, str, str]] = field(default_factory=list)
     #: The parameters the values and names were given to, in order.
     parameters: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.values or self.names)
+        return bool(self.values or self.names or self.other_kinds)
 
-    def add(self, parameter: str, value: str, name: bool = False) -> None:
-        (self.names if name else self.values).append(value)
+    def add(self, parameter: str, value: str, name: bool = False, kind: str = "") -> None:
+        if kind:
+            self.other_kinds.append((value, kind, parameter_words(parameter)))
+        else:
+            (self.names if name else self.values).append(value)
         self.parameters.append(parameter)
 
     def result(self, tools: Sequence[ToolDefinition] = (), called: str = "") -> str:
@@ -244,10 +225,21 @@ class UnfoundedValues:
             )
             if values
         ]
+        for value, kind, asked in self.other_kinds:
+            parts.append(
+                OTHER_KIND_RESULT.format(
+                    value=value, kind=_with_article(kind), asked=_with_article(asked), wanted=asked
+                )
+            )
         for parameter in dict.fromkeys(self.parameters):
             if giving := tools_giving(parameter, tools, called):
                 parts.append(f"{', '.join(giving)} gives the {parameter_words(parameter)}.")
         return " ".join(parts)
+
+
+def _with_article(words: str) -> str:
+    """ "an order id", "a product id"."""
+    return f"{'an' if words[:1] in 'aeiou' else 'a'} {words}"
 
 
 @dataclass(frozen=True)
