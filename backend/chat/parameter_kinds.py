@@ -78,18 +78,9 @@ def kind_given(
     if asked[0].startswith(letters):
         return None
     giving = tools_giving(parameter, tools, called)
-    for tool in tools:
-        if tool.function.name not in giving:
-            continue
-        for other in _properties(tool):
-            kind = parameter_words(other).split()
-            if (
-                len(kind) >= 2
-                and IDENTIFIER_PARAMETER.search(other)
-                and kind[0].startswith(letters)
-            ):
-                return " ".join(kind)
-    return None
+    taken = (other for tool in tools if tool.function.name in giving for other in _properties(tool))
+    kinds = (parameter_words(other) for other in taken if IDENTIFIER_PARAMETER.search(other))
+    return next((k for k in kinds if " " in k and k.startswith(letters)), None)
 
 
 def _properties(tool: ToolDefinition) -> dict[str, object]:
