@@ -1,7 +1,8 @@
 """Generating an answer and reading it into output events, switching to a constrained tool
 call when one begins.
 
-A ``Generation`` runs once and its tokens go through an ``OutputProcessor``. With
+A ``Generation`` runs once and its tokens go through an ``OutputProcessor``
+(``backend.chat.reading``). With
 ``AnswerOrCall`` (``tool_choice`` ``auto`` where calls are constrained) the model decides
 whether to call a tool: the answer is generated freely (greedily at any temperature until
 its first tokens show which it is, ``backend.chat.tool_calls.opens_tool_call``, so that
@@ -21,8 +22,10 @@ A generated call is then reviewed: calls repeating one the conversation answered
 earlier in the same reply, are dropped (``backend.chat.repeated_calls``), and so are calls
 that give a code to a tool beside a lookup of that code, to be made from what the lookup
 finds (``backend.chat.lookup_beside``); where the chain-state reading found another call
-needed and every call repeated one, the model calls once more, held to the tools the last
-step did not call, keeping only calls that use what that step found
+needed and every call repeated one, the model is shown those repeats failing with the
+results they had, and a call it writes again in another spelling, as a tool's error may ask,
+is kept (``backend.chat.corrected_calls``); else it calls once more, held to the tools the
+last step did not call, keeping only calls that use what that step found
 (``backend.chat.next_in_chain``); calls with a made-up
 argument (``backend.chat.made_up_arguments``) are shown to the model as failed, in an exchange
 the client never sees, and the model calls once more (a number it makes up again is kept
@@ -36,11 +39,12 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 from backend.chat.call_after_results import call_after_results
 from backend.chat.call_form import call_form, call_in_form
 from backend.chat.chain_state import read_chain_state
+from backend.chat.corrected_calls import correction_exchange, corrections, repeated_calls
 from backend.chat.lookup_beside import waiting_for_lookup
 from backend.chat.made_up_arguments import (
     UnfoundedCall,
@@ -50,18 +54,16 @@ from backend.chat.made_up_arguments import (
     unfounded_exchange,
 )
 from backend.chat.next_in_chain import LastStep
-from backend.chat.output import OutputEvent, OutputProcessor, ToolCallsFound
+from backend.chat.output import OutputEvent, ToolCallsFound
 from backend.chat.prompt import AnswerOrCall, Generation, RenderedPrompt
+from backend.chat.reading import DescribeToken, Reading
 from backend.chat.repeated_calls import call_key
 from backend.chat.tool_calls import TOOL_RESPONSE_OPEN, call_constraint, opens_tool_call
 from backend.chat.tool_need import ToolNeedThresholds, calls_are_wanted
 from backend.chat.unstated_options import without_unstated_options
 from backend.engines.base import ChatEngine, SamplingParams
 from backend.groundedness.learned import LearnedReading
-from backend.protocol.schemas import TokenLogprob
-
-#: Turns a generated token into its log-probability entry (``TokenLogprobsReader``).
-DescribeToken = Callable[[int], TokenLogprob]
+from backend.protocol.schemas import ToolCall
 
 #: Tokens read at most before deciding that an answer is not a call (a fence and ``{"name"``
 #: take about six). Until the decision they are chosen greedily at any temperature: a
@@ -99,7 +101,7 @@ def answer_events(
             (``backend.chat.chain_state``; the engine must expose hidden states).
     """
     if isinstance(prompt, Generation):
-        yield from _Reading(engine, prompt, stop, should_stop, logprobs).events(params)
+        yield from Reading(engine, prompt, stop, should_stop, logprobs).events(params)
         return
     yield from _answer_or_call(
         engine,
@@ -125,7 +127,7 @@ def _answer_or_call(
     call_after_results_from: float | None,
     chain_state: LearnedReading | None,
 ) -> Iterator[OutputEvent]:
-    answer = _Reading(engine, prompt.answer, stop, should_stop, logprobs)
+    answer = Reading(engine, prompt.answer, stop, should_stop, logprobs)
     json_answers = prompt.answer.constraint is not None
 
     def call_opened(tokens: Sequence[int]) -> bool | None:
@@ -145,7 +147,7 @@ def _answer_or_call(
             engine, prompt, call_after_results_from, chain_state
         )
         if share is None:  # done, though the model would open a call (most often a repeat)
-            yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
+            yield from Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
             return
         rule = call_after_results(engine.tokenizer, share)
         deciding = dataclasses.replace(deciding, first_token=rule)
@@ -167,14 +169,14 @@ def _answer_or_call(
     finally:
         free.close()
     if says_nothing:
-        yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
+        yield from Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
         return
     if not is_call:  # an answer in a response_format: generated again, held to the format
         yield from answer.events(params)
         return
     check = prompt.tool_need if tool_need_below is not None else None
     opened = _call_as_opened(engine, prompt, opening)
-    call = _Reading(engine, opened, stop, should_stop, logprobs).events(
+    call = Reading(engine, opened, stop, should_stop, logprobs).events(
         _after_answer_prompt(params, prompt, opened)
     )
     # The call is read whole before it is checked (calls go out at the end anyway).
@@ -182,10 +184,14 @@ def _answer_or_call(
     names = [c.function.name for e in events if isinstance(e, ToolCallsFound) for c in e.calls]
     wanted = not (check and names) or calls_are_wanted(engine, check, names, tool_need_below)
     held, unfounded = _review(events, prompt) if wanted else (None, [])
-    if held is None and call_needed and not unfounded and prompt.last_step is not None:
-        # Every call repeated an answered one where the chain needs another: the model calls
-        # once more, held to the tools the last step did not call.
-        held = _next_in_chain(engine, prompt, prompt.last_step, params, stop, should_stop, logprobs)
+    if held is None and call_needed and not unfounded:
+        # Every call repeated an answered one where the chain needs another: the model is
+        # shown them failing and writes them again, kept where it corrects their spelling;
+        # else it calls once more, held to the tools the last step did not call.
+        held = _corrected(engine, prompt, events, params, stop, should_stop, logprobs)
+        if held is None and prompt.last_step is not None:
+            step = prompt.last_step
+            held = _next_in_chain(engine, prompt, step, params, stop, should_stop, logprobs)
     if held is None and unfounded and prompt.continued:
         # Every call made up an argument: the model is shown those calls failing, as a tool
         # would answer them, and calls once more. (Let free to answer instead, it wrote
@@ -194,7 +200,7 @@ def _answer_or_call(
         if giving := tools_giving_every(unfounded, prompt.tools):
             constraint = call_constraint(giving, retry.parallel_calls)
             retry = dataclasses.replace(retry, constraint=constraint)
-        retried = list(_Reading(engine, retry, stop, should_stop, logprobs).events(params))
+        retried = list(Reading(engine, retry, stop, should_stop, logprobs).events(params))
         # A number made up again is kept only where the reply keeps nothing else: the model
         # insists, and the number may be written in words ``stated_numbers`` does not read.
         # Beside a call it could make, such as the lookup it was told of, the number waits
@@ -203,7 +209,7 @@ def _answer_or_call(
         if held is None:
             held, _ = _review(retried, prompt, numbers=False)
     if held is None:
-        yield from _Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
+        yield from Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
         return
     yield from held
 
@@ -245,15 +251,47 @@ def _next_in_chain(
     call = prompt.call
     to_others = dataclasses.replace(call, constraint=call_constraint(others, call.parallel_calls))
     params = dataclasses.replace(_after_answer_prompt(params, prompt, to_others), draft=())
-    events = list(_Reading(engine, to_others, stop, should_stop, logprobs).events(params))
-    found = next((e.calls for e in events if isinstance(e, ToolCallsFound)), [])
-    building = [c for c in found if step.takes_found_value(c)]
-    if not building:
+    events = list(Reading(engine, to_others, stop, should_stop, logprobs).events(params))
+    building = _with_calls(events, [c for c in _calls_in(events) if step.takes_found_value(c)])
+    return building and _review(building, prompt)[0]
+
+
+def _corrected(
+    engine: ChatEngine,
+    prompt: AnswerOrCall,
+    events: list[OutputEvent],
+    params: SamplingParams,
+    stop: Sequence[str],
+    should_stop: Callable[[], bool],
+    logprobs: DescribeToken | None,
+) -> list[OutputEvent] | None:
+    """The calls of ``events`` that repeat answered ones, shown failing and made again,
+    held to their tools, keeping the calls that respell one (``corrected_calls.corrections``);
+    None when none is. The repeat is the draft."""
+    repeats = repeated_calls(_calls_in(events), prompt.answered)
+    if not repeats or prompt.continued is None:
         return None
-    chained = [
-        ToolCallsFound(building, e.logprobs) if isinstance(e, ToolCallsFound) else e for e in events
+    retry = prompt.continued(correction_exchange(repeats, prompt.answered)).call
+    names = {call.function.name for call in repeats}
+    repeated_tools = [tool for tool in prompt.tools if tool.function.name in names]
+    constraint = call_constraint(repeated_tools, retry.parallel_calls)
+    retry = dataclasses.replace(retry, constraint=constraint)
+    params = dataclasses.replace(params, draft=prompt.repeat)
+    retried = list(Reading(engine, retry, stop, should_stop, logprobs).events(params))
+    return _with_calls(retried, corrections(_calls_in(retried), repeats, prompt.answered))
+
+
+def _calls_in(events: Sequence[OutputEvent]) -> list[ToolCall]:
+    return next((e.calls for e in events if isinstance(e, ToolCallsFound)), [])
+
+
+def _with_calls(events: list[OutputEvent], calls: list[ToolCall]) -> list[OutputEvent] | None:
+    """``events`` with ``calls`` for the calls they found; None where ``calls`` is empty."""
+    if not calls:
+        return None
+    return [
+        ToolCallsFound(calls, e.logprobs) if isinstance(e, ToolCallsFound) else e for e in events
     ]
-    return _review(chained, prompt)[0]
 
 
 def _call_as_opened(engine: ChatEngine, prompt: AnswerOrCall, opening: Sequence[int]) -> Generation:
@@ -307,7 +345,7 @@ def _review(
     (``made_up_arguments``; returned too; made-up numbers only with ``numbers``), and calls
     that give a code to a tool beside a lookup of that code (``lookup_beside``). None when
     calls were found and none is left."""
-    found = next((e.calls for e in events if isinstance(e, ToolCallsFound)), None)
+    found = _calls_in(events)
     if not found:
         return events, []
     unfounded, kept, seen = [], [], set(prompt.answered)
@@ -331,52 +369,3 @@ def _review(
     return [
         ToolCallsFound(kept, e.logprobs) if isinstance(e, ToolCallsFound) else e for e in events
     ], unfounded
-
-
-class _Reading:
-    """One generation read through one ``OutputProcessor``, which also stops it early (a stop
-    sequence or the end of the turn reached)."""
-
-    def __init__(
-        self,
-        engine: ChatEngine,
-        generation: Generation,
-        stop: Sequence[str],
-        should_stop: Callable[[], bool],
-        logprobs: DescribeToken | None = None,
-    ) -> None:
-        self._engine = engine
-        self._generation = generation
-        self._outer_stop = should_stop
-        self.processor = OutputProcessor(
-            engine.tokenizer,
-            engine.eos_token_ids,
-            prompt_ids=generation.ids,
-            stop=stop,
-            tool_names=generation.tool_names,
-            prefill=generation.prefill,
-            logprobs=logprobs,
-            json_bounds=generation.constraint.bounds if generation.constraint else None,
-            parallel_calls=generation.parallel_calls,
-        )
-
-    def should_stop(self) -> bool:
-        return self.processor.stopped or self._outer_stop()
-
-    def events(self, params: SamplingParams) -> Iterator[OutputEvent]:
-        """Run the generation and read its tokens."""
-        generation = self._generation
-        options = {"constraint": generation.constraint} if generation.constraint else {}
-        tokens = self._engine.generate(generation.ids, params, self.should_stop, **options)
-        try:
-            yield from self.read(tokens)
-        finally:
-            tokens.close()
-
-    def read(self, tokens: Iterable[int]) -> Iterator[OutputEvent]:
-        """Read ``tokens`` until they end or the processor stops, then finish."""
-        for token in tokens:
-            yield from self.processor.feed(token)
-            if self.processor.stopped:
-                break
-        yield from self.processor.finish()

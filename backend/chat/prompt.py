@@ -20,7 +20,7 @@ A request is answered in one of two ways, each a type of its own:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -75,9 +75,9 @@ class AnswerOrCall:
     #: Where the conversation ends with a user message: what checking that a generated call
     #: is wanted needs (``backend.chat.tool_need``).
     tool_need: ToolNeedCheck | None = None
-    #: The calls the conversation already holds with their results (``call_key``): a reply
-    #: never repeats one (``backend.chat.repeated_calls``).
-    answered: frozenset[CallKey] = frozenset()
+    #: The calls the conversation already holds with their results (``call_key``), each
+    #: with its result: a reply never repeats one (``backend.chat.repeated_calls``).
+    answered: Mapping[CallKey, str] = field(default_factory=dict)
     #: Whether the conversation ends in tool results (the step after a call).
     after_results: bool = False
     #: After tool results: the tokens of a call repeating the last reply's calls, as the

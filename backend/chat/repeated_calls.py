@@ -31,15 +31,16 @@ def parsed_arguments(arguments: str) -> Any:
         return arguments
 
 
-def answered_calls(messages: Sequence[ChatMessage]) -> frozenset[CallKey]:
-    """The ``call_key`` of every call in ``messages`` that a tool message answered."""
-    results = {m.tool_call_id for m in messages if m.role == "tool"}
-    return frozenset(
-        call_key(call.function.name, call.function.arguments)
+def answered_calls(messages: Sequence[ChatMessage]) -> dict[CallKey, str]:
+    """The ``call_key`` of every call in ``messages`` that a tool message answered, with
+    that message's content (the last one's, where the same call was answered twice)."""
+    results = {m.tool_call_id: m.content or "" for m in messages if m.role == "tool"}
+    return {
+        call_key(call.function.name, call.function.arguments): results[call.id]
         for m in messages
         for call in m.tool_calls or ()
         if call.id in results
-    )
+    }
 
 
 def last_reply_calls(messages: Sequence[ChatMessage]) -> list[ToolCall]:

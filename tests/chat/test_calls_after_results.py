@@ -297,8 +297,8 @@ def _f_called_twice(*results: tuple[str, str]) -> list[ChatMessage]:
 
 def test_answered_calls_counts_only_calls_with_a_result():
     messages = _f_called_twice(("call_2", "two"))
-    assert answered_calls(messages) == {call_key("f", '{"n":2}')}
-    assert answered_calls(messages[:2]) == frozenset()
+    assert answered_calls(messages) == {call_key("f", '{"n":2}'): "two"}
+    assert answered_calls(messages[:2]) == {}
 
 
 def _copied(arguments: dict, said: str = "", description: str = GET_BALANCE_DESCRIPTION):

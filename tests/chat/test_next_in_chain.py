@@ -93,13 +93,14 @@ def _repeating_then(
 def test_after_a_repeat_the_call_held_to_the_other_tools_takes_the_found_id():
     engine = _repeating_then(BALANCE_OF_FOUND, repeat=FIND_JUN_SEO)
     assert answer_read_by_state(engine, _after_find_customer(), TOOLS) == (None, [BALANCE_OF_FOUND])
-    free, first, held = engine.prompts
+    # the repeat is shown failing first (``corrected_calls``): a balance is no respelling
+    free, first, _, held = engine.prompts
     assert first == held  # the same prompt, already evaluated
-    first_constraint, held_constraint = engine.constraints[1:]
+    first_constraint, _, held_constraint = engine.constraints[1:]
     assert "find_customer" in first_constraint.schema_json
     assert "find_customer" not in held_constraint.schema_json  # the last step's tool
     assert "get_balance" in held_constraint.schema_json
-    assert engine.params[2].draft == () and engine.params[2].evaluated_apart == len(free)
+    assert engine.params[3].draft == () and engine.params[3].evaluated_apart == len(free)
 
 
 def test_a_repeat_where_the_chain_is_done_is_answered_without_tools():
@@ -124,7 +125,7 @@ def test_a_held_call_taking_nothing_the_last_step_found_is_answered_without_tool
     balance = ("get_balance", {"customer_id": "C-7781"})
     engine = _repeating_then(FIND_JUN_SEO, repeat=balance)
     assert answer_read_by_state(engine, _after_both_results(), TOOLS) == (PLAIN_ANSWER, [])
-    assert len(engine.prompts) == 4  # free, call, held call, plain
+    assert len(engine.prompts) == 5  # free, call, call shown the repeat, held call, plain
     assert not engine.prompt_texts()[-1].startswith("tools:")
 
 
