@@ -300,3 +300,17 @@ def test_a_run_chooses_its_tasks_by_kind_and_refuses_an_unknown_kind():
     assert chosen == [task for task in tasks if task["kind"] in ("two_step", "three_step")]
     with pytest.raises(ValueError, match=r"unknown kind\(s\) \['two_steps'\]"):
         of_kinds(tasks, "two_step,two_steps")
+
+
+def test_each_correction_case_failed_a_call_to_a_tool_it_offers_with_that_tool_s_parameters():
+    from benchmarks.agents.corrections import CASES
+
+    for _, tools, (name, arguments), result, wanted in CASES:
+        tool = next(t["function"] for t in tools if t["function"]["name"] == name)
+        assert set(arguments) == set(tool["parameters"]["required"])
+        assert result.startswith("unknown") and any(str(v) in result for v in arguments.values())
+        # a correction respells the user's value; the last case's hint is only an example
+        assert wanted is None or wanted.casefold().replace("-", "") in {
+            str(v).casefold().replace(" ", "").replace("-", "").replace("_", "")
+            for v in arguments.values()
+        }
