@@ -18,8 +18,9 @@ from backend.chat.corrected_calls import (
 )
 from backend.chat.repeated_calls import call_key
 from backend.protocol.schemas import FunctionCall, ToolCall
-from tests.agent_chain import TOOLS, StateReadingEngine, answer_read_by_state, call_text
-from tests.chat.test_calls_after_results import FIND_JUN_SEO, PLAIN_ANSWER, PLAIN_MARK
+from tests.agent_chain import TOOLS, answer_read_by_state
+from tests.chat.test_calls_after_results import FIND_JUN_SEO, PLAIN_ANSWER
+from tests.chat.test_next_in_chain import repeating_then
 
 FAILED = "unknown customer id c 7781; customer ids look like C-1234"
 
@@ -106,25 +107,9 @@ def _after_failed_balance() -> list[dict]:
 REPEAT = ("get_balance", {"customer_id": "c 7781"})
 
 
-def _repeating_then(*calls: tuple[str, dict]) -> StateReadingEngine:
-    """Opens a call, writes ``REPEAT`` as its first call and ``calls`` in turn after it, and
-    answers ``PLAIN_ANSWER`` from the plain prompt; its state reads another call needed."""
-    written = []
-
-    def script(prompt: str, constrained: bool) -> str:
-        if PLAIN_MARK in prompt or not prompt.startswith("tools:"):
-            return PLAIN_ANSWER  # the prompt without tools
-        if not constrained:
-            return "<tool_call>\n"
-        written.append(prompt)
-        return call_text(([REPEAT, *calls])[min(len(written), len(calls) + 1) - 1])
-
-    return StateReadingEngine(script, needed=True, share=0.5)
-
-
 def test_a_repeated_failed_call_written_in_another_spelling_is_made():
     corrected = ("get_balance", {"customer_id": "C-7781"})
-    engine = _repeating_then(corrected)
+    engine = repeating_then(corrected, repeat=REPEAT)
     assert answer_read_by_state(engine, _after_failed_balance(), TOOLS) == (None, [corrected])
     free, _, shown = engine.prompt_texts()
     assert shown.startswith(free)  # the conversation, then the repeat and its result
@@ -138,13 +123,13 @@ def test_a_repeated_failed_call_written_in_another_spelling_is_made():
 def test_a_value_changed_in_more_than_spelling_is_not_made():
     # the tool's example: the chain asks for its next call instead (``next_in_chain``),
     # which takes nothing this step found, and the answer is written from the results
-    engine = _repeating_then(("get_balance", {"customer_id": "C-1234"}), FIND_JUN_SEO)
+    engine = repeating_then(("get_balance", {"customer_id": "C-1234"}), FIND_JUN_SEO, repeat=REPEAT)
     assert answer_read_by_state(engine, _after_failed_balance(), TOOLS) == (PLAIN_ANSWER, [])
     assert len(engine.prompts) == 5  # free, call, call shown the repeat, held call, plain
 
 
 def test_a_repeat_where_the_chain_is_done_is_not_shown_failing():
-    engine = _repeating_then(("get_balance", {"customer_id": "C-7781"}))
-    engine.needed = False
+    corrected = ("get_balance", {"customer_id": "C-7781"})
+    engine = repeating_then(corrected, repeat=REPEAT, needed=False)
     assert answer_read_by_state(engine, _after_failed_balance(), TOOLS) == (PLAIN_ANSWER, [])
     assert len(engine.prompts) == 1

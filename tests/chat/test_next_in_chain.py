@@ -72,11 +72,12 @@ def test_a_call_takes_a_found_value_only_where_the_results_gave_it_first(found, 
     assert step.takes_found_value(_call("get_balance", arguments)) is takes
 
 
-def _repeating_then(
-    held_call: tuple[str, dict], repeat: tuple[str, dict], needed: bool = True
+def repeating_then(
+    *after: tuple[str, dict], repeat: tuple[str, dict], needed: bool = True
 ) -> StateReadingEngine:
-    """Opens a call, writes ``repeat`` as its first call and ``held_call`` as its second, and
-    answers ``PLAIN_ANSWER`` from the plain prompt; its state reads ``needed``."""
+    """Opens a call, writes ``repeat`` as its first call and the calls ``after`` in turn (the
+    last of them again after that), and answers ``PLAIN_ANSWER`` from the plain prompt; its
+    state reads ``needed``."""
     written = []
 
     def script(prompt: str, constrained: bool) -> str:
@@ -85,13 +86,13 @@ def _repeating_then(
         if not constrained:
             return "<tool_call>\n"
         written.append(prompt)
-        return call_text(repeat if len(written) == 1 else held_call)
+        return call_text([repeat, *after][min(len(written), len(after) + 1) - 1])
 
     return StateReadingEngine(script, needed, share=0.5)
 
 
 def test_after_a_repeat_the_call_held_to_the_other_tools_takes_the_found_id():
-    engine = _repeating_then(BALANCE_OF_FOUND, repeat=FIND_JUN_SEO)
+    engine = repeating_then(BALANCE_OF_FOUND, repeat=FIND_JUN_SEO)
     assert answer_read_by_state(engine, _after_find_customer(), TOOLS) == (None, [BALANCE_OF_FOUND])
     # the repeat is shown failing first (``corrected_calls``): a balance is no respelling
     free, first, _, held = engine.prompts
@@ -106,13 +107,13 @@ def test_after_a_repeat_the_call_held_to_the_other_tools_takes_the_found_id():
 def test_a_repeat_where_the_chain_is_done_is_answered_without_tools():
     # the reading finds the chain done but the model would call (from the share): the answer
     # is written from the results at once, neither the repeat nor a held call written
-    engine = _repeating_then(BALANCE_OF_FOUND, repeat=FIND_JUN_SEO, needed=False)
+    engine = repeating_then(BALANCE_OF_FOUND, repeat=FIND_JUN_SEO, needed=False)
     assert answer_read_by_state(engine, _after_find_customer(), TOOLS) == (PLAIN_ANSWER, [])
     assert len(engine.prompts) == 1
 
 
 def test_without_the_reading_a_repeat_is_answered_without_tools():
-    engine = _repeating_then(BALANCE_OF_FOUND, repeat=FIND_JUN_SEO)
+    engine = repeating_then(BALANCE_OF_FOUND, repeat=FIND_JUN_SEO)
     body = {"model": "core-1-mini-chat", "messages": _after_find_customer(), "tools": TOOLS}
     message = offline_backend(engine, profile="small").chat(body).choices[0].message
     assert (message.content, message.tool_calls) == (PLAIN_ANSWER, None)
@@ -123,7 +124,7 @@ def test_a_held_call_taking_nothing_the_last_step_found_is_answered_without_tool
     # the balance repeated, then the lookup made again with the question's name: the chain
     # is done and the answer is written from the results
     balance = ("get_balance", {"customer_id": "C-7781"})
-    engine = _repeating_then(FIND_JUN_SEO, repeat=balance)
+    engine = repeating_then(FIND_JUN_SEO, repeat=balance)
     assert answer_read_by_state(engine, _after_both_results(), TOOLS) == (PLAIN_ANSWER, [])
     assert len(engine.prompts) == 5  # free, call, call shown the repeat, held call, plain
     assert not engine.prompt_texts()[-1].startswith("tools:")
