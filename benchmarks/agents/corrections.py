@@ -13,7 +13,7 @@ shown failing with its result and made again.
 
     python -m benchmarks.agents.corrections
 
-Development cases only; about ten minutes on 2 cores (default profile, greedy).
+Development cases only; about fifteen minutes on 2 cores (default profile, greedy).
 """
 
 from __future__ import annotations
