@@ -26,7 +26,7 @@ same call again at every other (benchmarks/README.md, "A failed call written aga
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from backend.chat.repeated_calls import CallKey, call_key, parsed_arguments
@@ -39,11 +39,7 @@ CORRECTION = "{result}. Fix the arguments as this says."
 def repeated_calls(calls: Sequence[ToolCall], answered: Mapping[CallKey, str]) -> list[ToolCall]:
     """The ``calls`` that repeat one the conversation answered (``answered``, by
     ``call_key``), each once."""
-    repeats: dict[CallKey, ToolCall] = {}
-    for call in calls:
-        if (key := _key(call)) in answered:
-            repeats.setdefault(key, call)
-    return list(repeats.values())
+    return _each_once(calls, lambda call, key: key in answered)
 
 
 def correction_exchange(
@@ -81,9 +77,16 @@ def corrections(
     """The ``calls`` that respell one of ``repeats`` (``respells``), each once, none the
     conversation answered. Not reviewed for made-up values: a respelled value is the
     repeated call's, which was (``C-7781`` for the ``c 7781`` the user wrote)."""
+    return _each_once(calls, lambda call, key: key not in answered and respells(call, repeats))
+
+
+def _each_once(
+    calls: Sequence[ToolCall], keep: Callable[[ToolCall, CallKey], bool]
+) -> list[ToolCall]:
+    """The first of each of ``calls`` (by ``call_key``) that ``keep`` keeps."""
     kept: dict[CallKey, ToolCall] = {}
     for call in calls:
-        if respells(call, repeats) and (key := _key(call)) not in answered:
+        if keep(call, key := _key(call)):
             kept.setdefault(key, call)
     return list(kept.values())
 

@@ -364,8 +364,4 @@ def _review(
         seen.add(key)
     waiting = waiting_for_lookup(kept)
     kept = [call for call, waits in zip(kept, waiting, strict=True) if not waits]
-    if not kept:
-        return None, unfounded
-    return [
-        ToolCallsFound(kept, e.logprobs) if isinstance(e, ToolCallsFound) else e for e in events
-    ], unfounded
+    return _with_calls(events, kept), unfounded
