@@ -23,8 +23,9 @@ TASKS = Path(__file__).with_name("tasks.jsonl")
 #: were fixed and never looked at while changing them, so its figures are a held-out measure;
 #: ``lookups``: development tasks written later (s25) for a lookup and the call that uses what
 #: it finds (an employee's manager), kept apart from ``dev``, whose solution chains the
-#: chain-state reading is trained on; ``yes_no``: development tasks written later (s26) whose
-#: question asks yes or no, where the answer must say what the results show.
+#: chain-state reading is trained on; ``yes_no``: development tasks written later whose
+#: question asks yes or no: eight (s26) whose results say no, where the answer must say what
+#: they show, and eight (s30, ``yn-yes-``) whose results say yes, where a yes or the fact will do.
 TASK_SETS = {
     "dev": TASKS,
     "heldout": Path(__file__).with_name("tasks_heldout.jsonl"),

@@ -52,8 +52,9 @@ MINIMUM = {
     # Development tasks written later for one kind of chain (a lookup, then the call that
     # uses what it finds), and two that ask two things of one employee at once.
     "lookups": (8, {"two_step": 5, "three_step": 1, "parallel": 2}),
-    # Development tasks written later whose question asks yes or no.
-    "yes_no": (8, {"one_step": 3, "two_step": 4, "three_step": 1}),
+    # Development tasks written later whose question asks yes or no: eight whose results say
+    # no (s26) and eight whose results say yes (s30).
+    "yes_no": (16, {"one_step": 6, "two_step": 8, "three_step": 2}),
 }
 #: The sets whose languages are in the dev set's proportions (the later sets have each once
 #: or more).
