@@ -147,7 +147,7 @@ def _answer_or_call(
             engine, prompt, call_after_results_from, chain_state
         )
         if share is None:  # done, though the model would open a call (most often a repeat)
-            yield from Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
+            yield from _without_tools(engine, prompt, params, stop, should_stop, logprobs)
             return
         rule = call_after_results(engine.tokenizer, share)
         deciding = dataclasses.replace(deciding, first_token=rule)
@@ -169,7 +169,7 @@ def _answer_or_call(
     finally:
         free.close()
     if says_nothing:
-        yield from Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
+        yield from _without_tools(engine, prompt, params, stop, should_stop, logprobs)
         return
     if not is_call:  # an answer in a response_format: generated again, held to the format
         yield from answer.events(params)
@@ -209,9 +209,26 @@ def _answer_or_call(
         if held is None:
             held, _ = _review(retried, prompt, numbers=False)
     if held is None:
-        yield from Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
+        yield from _without_tools(engine, prompt, params, stop, should_stop, logprobs)
         return
     yield from held
+
+
+def _without_tools(
+    engine: ChatEngine,
+    prompt: AnswerOrCall,
+    params: SamplingParams,
+    stop: Sequence[str],
+    should_stop: Callable[[], bool],
+    logprobs: DescribeToken | None,
+) -> Iterator[OutputEvent]:
+    """The ``plain`` answer, without tools. No later request continues its prompt (the next
+    one offers the tools again), so it is evaluated in whole chunks, not cut before each
+    message for reuse; and after results it restates the question and the results, so its
+    drafts are looked up in its prompt (``SamplingParams.draft_from_prompt``): the step where
+    the model answers at once, benchmarks/README.md."""
+    params = dataclasses.replace(params, draft_from_prompt=True, continued_later=False)
+    yield from Reading(engine, prompt.plain, stop, should_stop, logprobs).events(params)
 
 
 def _share_after_results(

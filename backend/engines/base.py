@@ -86,6 +86,16 @@ class SamplingParams:
             from its row as a decode step would (the llama.cpp engine; prompt-lookup
             decoding): the same tokens, drawn from the same distributions, in fewer steps.
             Others ignore it.
+        draft_from_prompt: the generation is likely to copy runs of its prompt (an answer
+            that restates the question and the tool results): an engine that can drafts, at
+            each step, the tokens that followed its last few tokens where they appeared
+            before (``backend.engines.prompt_lookup``) and checks them as it checks a
+            ``draft``. Others ignore it.
+        continued_later: a later request may continue this prompt (the conversation's next
+            turn), so an engine that caches prompts cuts its evaluation where that request
+            can reuse it (the llama.cpp engine: before every message's first token, in
+            chunks of their own); False for a prompt no request continues (the answer from
+            tool results without tools), evaluated in whole chunks.
         first_token: how the first token is chosen where it decides between two kinds of
             opening (``FavouredFirstToken``); None: as the other opening tokens are.
     """
@@ -99,6 +109,8 @@ class SamplingParams:
     opening_decided: Callable[[Sequence[int]], bool] | None = None
     evaluated_apart: int = 0
     draft: tuple[int, ...] = ()
+    draft_from_prompt: bool = False
+    continued_later: bool = True
     first_token: FavouredFirstToken | None = None
 
     @property

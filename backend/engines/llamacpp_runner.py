@@ -42,6 +42,7 @@ from backend.engines.llamacpp_slots import (
     reusable_prefix,
 )
 from backend.engines.llamacpp_suffix_scoring import SuffixScoring
+from backend.engines.prompt_lookup import looked_up_draft
 from backend.engines.request_runner import END, RequestRunner, RunnerRequest, stop_asked
 
 logger = logging.getLogger(__name__)
@@ -204,8 +205,8 @@ class BatchingRunner(SuffixScoring, RequestRunner):
                 return
             request = self._waiting[0]
             request.evaluate = request.prompt + request.generated
-            as_generation = request.score is None or request.cut_as_generation
-            cut_before = self._message_starts if as_generation else frozenset()
+            continued = request.continued_later if request.score is None else False
+            cut_before = self._message_starts if continued or request.cut_as_generation else ()
             request.ends = chunk_ends(request.evaluate, request.apart, cut_before)
             needed = len(request.evaluate) + 1
             if self._cache.cells_in_use(exclude=free) + needed > self._kv_cells and running:
@@ -283,10 +284,14 @@ class BatchingRunner(SuffixScoring, RequestRunner):
         return True
 
     def _decode_step(self, slots: list[Slot]) -> None:
-        drafted = [slot for slot in slots if _draft_ahead(slot.request)]
-        for slot in drafted:
-            self._verify_draft(slot)
-        slots = [slot for slot in slots if slot not in drafted]
+        # A draft looked up is checked only while its request runs alone: beside others, its
+        # evaluation of its own would cost the batch another read of the weights.
+        alone = len(self._running()) == 1
+        drafts = {slot: self._draft(slot.request, lookup=alone) for slot in slots}
+        for slot, draft in drafts.items():
+            if draft:
+                self._verify_draft(slot, draft)
+        slots = [slot for slot in slots if not drafts[slot]]
         self._make_room(len(slots))
         slots = [slot for slot in slots if slot.request is not None]
         if not slots:
@@ -306,18 +311,29 @@ class BatchingRunner(SuffixScoring, RequestRunner):
             slot.cached.append(slot.request.generated[-1])
             self._after_evaluation(slot, row)
 
-    def _verify_draft(self, slot: Slot) -> None:
-        """Evaluate the request's last token and the next draft tokens in one call, and choose
-        a token from each row in turn, as decode steps would, up to the first that differs
-        from the draft: every token kept was chosen from the row of the tokens before it
-        (prompt-lookup decoding, vLLM's n-gram speculation). The rows after it, evaluated on
-        draft tokens not chosen, are dropped from the cache."""
+    def _draft(self, request: _Request, lookup: bool) -> list[int]:
+        """The tokens to check after the request's last one: the next of its draft while
+        its tokens so far are the draft's first ones (at least FIRST_DRAFT_WINDOW, then as
+        many as have been kept: a draft that misses early costs few rows, one that holds is
+        checked in few evaluations), else, with ``lookup`` for a request that looks drafts
+        up, FIRST_DRAFT_WINDOW tokens looked up in its prompt and output; empty: none."""
+        if _draft_ahead(request):
+            generated = len(request.generated)
+            window = min(max(FIRST_DRAFT_WINDOW, generated), self._batch_tokens - 1)
+            return list(request.draft[generated : generated + window])
+        if lookup and request.lookup and request.generated:
+            size = min(FIRST_DRAFT_WINDOW, request.budget - len(request.generated) - 1)
+            if size > 0:
+                return looked_up_draft(request.prompt + request.generated, size)
+        return []
+
+    def _verify_draft(self, slot: Slot, drafted: list[int]) -> None:
+        """Evaluate the request's last token and the ``drafted`` tokens in one call, and
+        choose a token from each row in turn, as decode steps would, up to the first that
+        differs from the draft: every token kept was chosen from the row of the tokens before
+        it (prompt-lookup decoding, vLLM's n-gram speculation). The rows after it, evaluated
+        on draft tokens not chosen, are dropped from the cache."""
         request = slot.request
-        generated = len(request.generated)
-        # At least FIRST_DRAFT_WINDOW tokens, then as many as have been kept: a draft that
-        # misses early costs few rows, one that holds is checked in few evaluations.
-        window = min(max(FIRST_DRAFT_WINDOW, generated), self._batch_tokens - 1)
-        drafted = list(request.draft[generated : generated + window])
         tokens = [request.generated[-1], *drafted]
         start = len(slot.cached)
         entries = [(slot.seq_id, token, start + i, True) for i, token in enumerate(tokens)]

@@ -56,6 +56,10 @@ class RunnerRequest:
     #: Tokens the generation is likely to write first (``SamplingParams.draft``); a runner
     #: that verifies drafts drops it at the first token chosen otherwise.
     draft: tuple[int, ...] = ()
+    #: Drafts looked up in the prompt and the tokens so far (``SamplingParams.draft_from_prompt``).
+    lookup: bool = False
+    #: Whether a later request may continue the prompt (``SamplingParams.continued_later``).
+    continued_later: bool = True
 
 
 def stop_asked(request: RunnerRequest) -> bool:
@@ -99,13 +103,18 @@ class RequestRunner(abc.ABC):
         end_ids: frozenset[int],
         apart: int = 0,
         draft: Sequence[int] = (),
+        lookup: bool = False,
+        continued_later: bool = True,
     ) -> Iterator[int]:
         """Yield generated tokens as the runner produces them; closing cancels the request.
         ``apart``: see ``RunnerRequest.apart`` (a runner may evaluate the prompt whole);
-        ``draft``: see ``RunnerRequest.draft`` (a runner may ignore it)."""
+        ``draft``, ``lookup`` and ``continued_later``: see ``RunnerRequest`` (a runner may
+        ignore them)."""
         request = self.request_type(prompt, budget, choose, None, should_stop, end_ids)
         request.apart = apart if 0 < apart < len(prompt) else 0
         request.draft = tuple(draft)
+        request.lookup = lookup
+        request.continued_later = continued_later
         self._submit(request)
         try:
             while (item := request.results.get()) is not END:
@@ -238,6 +247,8 @@ class RunnerChatEngine(ChatEngine):
             self.eos_token_ids,
             params.evaluated_apart,
             params.draft,
+            params.draft_from_prompt,
+            params.continued_later,
         )
 
     @abc.abstractmethod

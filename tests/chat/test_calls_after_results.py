@@ -175,6 +175,17 @@ def test_a_call_repeating_an_answered_one_is_dropped_and_the_plain_prompt_answer
     assert engine.constraints[-1] is None
 
 
+def test_the_plain_answer_looks_drafts_up_and_is_not_cut_for_a_next_turn():
+    """The answer from the results restates them (``SamplingParams.draft_from_prompt``),
+    and no request continues its prompt (``continued_later``); the answer with the tools
+    offered and the call keep the defaults."""
+    engine = _calls_then_plain(FIND_JUN_SEO)
+    assert _chat(engine, _after_find_customer()) == (PLAIN_ANSWER, [])
+    *offered, plain = engine.params
+    assert (plain.draft_from_prompt, plain.continued_later) == (True, False)
+    assert all((p.draft_from_prompt, p.continued_later) == (False, True) for p in offered)
+
+
 def test_the_plain_prompt_lists_every_result_since_the_question():
     engine = _calls_then_plain(BALANCE_OF_FOUND)  # repeats the balance call: answered plainly
     assert _chat(engine, _after_both_results()) == (PLAIN_ANSWER, [])

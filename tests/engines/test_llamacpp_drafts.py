@@ -86,3 +86,57 @@ def test_a_drafted_generation_runs_beside_others_and_neither_changes(make_runner
     jobs = [lambda i=i: generate(runner, prompts[i], 40, draft=drafts[i]) for i in range(2)]
     answers = run_together(runner, native, jobs)
     assert answers == [expected_answer(prompt, 40) for prompt in prompts]
+
+
+def scripted(tokens: list[int]):
+    """A chooser that writes ``tokens`` whatever the rows say: a model copying its prompt."""
+    chosen: list[int] = []
+
+    def choose(logits: np.ndarray) -> int:
+        chosen.append(tokens[len(chosen)])
+        return chosen[-1]
+
+    return choose
+
+
+def looking_up(runner, prompt, script):
+    ends = frozenset({END})
+    choose = scripted(script)
+    return list(runner.generate(prompt, 20, choose, lambda: False, ends, lookup=True))
+
+
+COPIED = [50, 51, 52, 53, 54, 55, 56, 57]
+COPYING_PROMPT = [*COPIED, 1, 2, 3]
+
+
+def test_a_generation_that_copies_its_prompt_checks_drafts_looked_up_there(make_runner):
+    """Once its last two tokens ran earlier, the generation checks the FIRST_DRAFT_WINDOW
+    tokens that followed them in one evaluation, and keeps those it chooses too."""
+    runner, native = make_runner(slots=2)
+    assert looking_up(runner, COPYING_PROMPT, [*COPIED, END]) == [*COPIED, END]
+    # The prompt; "50" alone has no earlier run; after "50 51", 52-55 drafted and kept (and
+    # 56 chosen from the last row); after "55 56", 57 kept and the end chosen over "1".
+    assert native.batch_sizes == [len(COPYING_PROMPT), 1, 5, 5]
+    assert native.kv[0] == [(i, t) for i, t in enumerate([*COPYING_PROMPT, *COPIED])]
+
+
+def test_a_draft_looked_up_that_misses_changes_no_token(make_runner):
+    runner, native = make_runner(slots=2)
+    script = [50, 51, 52, 99, 98, END]
+    assert looking_up(runner, COPYING_PROMPT, script) == script
+    assert native.batch_sizes == [len(COPYING_PROMPT), 1, 5, 1, 1]
+    assert native.kv[0] == [(i, t) for i, t in enumerate([*COPYING_PROMPT, *script[:-1]])]
+
+
+def test_drafts_are_looked_up_only_for_a_request_running_alone(make_runner):
+    """Beside another generation it decodes in their shared evaluations."""
+    runner, native = make_runner(slots=2)
+    jobs = [
+        lambda: looking_up(runner, COPYING_PROMPT, [*COPIED, END]),
+        lambda: generate(runner, [4] * 11, 12),
+    ]
+    answers = run_together(runner, native, jobs)
+    assert answers == [[*COPIED, END], expected_answer([4] * 11, 12)]
+    prompts = [size for size in native.batch_sizes if size == len(COPYING_PROMPT)]
+    assert len(prompts) == 2  # the two prompts (both 11 tokens); no draft checked
+    assert max(size for size in native.batch_sizes if size != len(COPYING_PROMPT)) <= 2

@@ -147,3 +147,15 @@ def test_the_message_opening_is_read_from_the_chat_template():
     assert message_start_tokens(tokenizer) == {tokenizer.convert_tokens_to_ids("<|im_start|>")}
     tokenizer.chat_template = "{% for m in messages %}{{ m['content'] }}{% endfor %}"
     assert message_start_tokens(tokenizer) == frozenset()  # no header: whole chunks only
+
+
+def test_a_prompt_no_request_continues_is_cut_at_whole_chunks_only(runner_and_native):
+    """The answer from tool results without tools (``SamplingParams.continued_later``
+    False): nothing reuses its messages, so it is evaluated in whole chunks, as before the
+    cuts, and writes what it writes cut otherwise."""
+    runner, native = runner_and_native
+    prompt = [*message(100, 5), *message(60, 6), *message(3, 7)]
+    ends = frozenset({END})
+    answer = list(runner.generate(prompt, 2, greedy, lambda: False, ends, continued_later=False))
+    assert answer == expected_answer(prompt, 2)
+    assert native.batch_sizes[:2] == [PREFILL_CHUNK, len(prompt) - PREFILL_CHUNK]
