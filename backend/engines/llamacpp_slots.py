@@ -13,10 +13,11 @@ new prompt's chunks and the cached ones have ended alike: the cells then hold wh
 evaluating the new prompt would put there. Chunks end at multiples of ``PREFILL_CHUNK``, at
 the point a prompt is evaluated apart (a tool call generated from the answer's prompt and
 the call's opening reads that prompt as the answer did, and only the opening is evaluated),
-and, for generations (and a scoring read just before one, the chain-state reading), before
-every message's first token: a conversation's next request reuses every message up to the
-reply it adds, not only whole 128-token chunks (an agent's step after a tool result
-evaluates the call and the result, benchmarks/README.md).
+and, for generations a later request may continue (``SamplingParams.continued_later``; and a
+scoring read just before one, the chain-state reading), before every message's first token:
+a conversation's next request reuses every message up to the reply it adds, not only whole
+128-token chunks (an agent's step after a tool result evaluates the call and the result,
+benchmarks/README.md).
 
 Laying the cache out anew empties it, so the fresh prefixes the slots held (a tools prompt, a
 system prompt, a document under check) are first set aside in host memory, their cells
