@@ -224,7 +224,7 @@ def _without_tools(
 ) -> Iterator[OutputEvent]:
     """The ``plain`` answer, without tools. No later request continues its prompt (the next
     one offers the tools again), so it is evaluated in whole chunks, not cut before each
-    message for reuse; and after results it restates the question and the results, so its
+    message for reuse; and it restates the question (after results, the results too), so its
     drafts are looked up in its prompt (``SamplingParams.draft_from_prompt``): the step where
     the model answers at once, benchmarks/README.md."""
     params = dataclasses.replace(params, draft_from_prompt=True, continued_later=False)
