@@ -5,7 +5,7 @@ conversations in the same call reads them once. A single thread (the runner) own
 context and loops: admit waiting requests into free sequence slots, evaluate one prompt chunk,
 then advance every running generation by one token in one batched ``llama_decode``, and hand
 each new token to its request's queue (a generation with a draft, by as many tokens as its
-choices keep of it: ``_verify_draft``). A lone request runs exactly as it would alone.
+choices keep of it: ``llamacpp_drafts``). A lone request runs exactly as it would alone.
 
 Prompts are evaluated in chunks of at most ``PREFILL_CHUNK`` tokens, each in a call of its own,
 cut where the prompt's own tokens say (``llamacpp_slots.chunk_ends``). A prompt's numbers
@@ -33,6 +33,7 @@ import logging
 from dataclasses import dataclass, field
 
 from backend.engines.llamacpp_batch import NativeBatch
+from backend.engines.llamacpp_drafts import DraftChecking
 from backend.engines.llamacpp_slots import (
     PREFILL_CHUNK,
     Slot,
@@ -42,15 +43,12 @@ from backend.engines.llamacpp_slots import (
     reusable_prefix,
 )
 from backend.engines.llamacpp_suffix_scoring import SuffixScoring
-from backend.engines.prompt_lookup import looked_up_draft
 from backend.engines.request_runner import END, RequestRunner, RunnerRequest, stop_asked
 
 logger = logging.getLogger(__name__)
 
 #: Tokens a generation may run ahead of its reader before it pauses.
 MAX_UNREAD = 8
-#: Draft tokens checked by a generation's first evaluation of its draft (``_verify_draft``).
-FIRST_DRAFT_WINDOW = 4
 _READER_POLL_SECONDS = 0.002
 
 
@@ -70,7 +68,7 @@ class _Request(RunnerRequest):
     cut_as_generation: bool = False
 
 
-class BatchingRunner(SuffixScoring, RequestRunner):
+class BatchingRunner(DraftChecking, SuffixScoring, RequestRunner):
     """Runs generations and scorings on one llama.cpp context, batching those that overlap.
 
     Args:
@@ -205,7 +203,7 @@ class BatchingRunner(SuffixScoring, RequestRunner):
                 return
             request = self._waiting[0]
             request.evaluate = request.prompt + request.generated
-            continued = request.continued_later if request.score is None else False
+            continued = request.score is None and request.continued_later
             cut_before = self._message_starts if continued or request.cut_as_generation else ()
             request.ends = chunk_ends(request.evaluate, request.apart, cut_before)
             needed = len(request.evaluate) + 1
@@ -284,14 +282,7 @@ class BatchingRunner(SuffixScoring, RequestRunner):
         return True
 
     def _decode_step(self, slots: list[Slot]) -> None:
-        # A draft looked up is checked only while its request runs alone: beside others, its
-        # evaluation of its own would cost the batch another read of the weights.
-        alone = len(self._running()) == 1
-        drafts = {slot: self._draft(slot.request, lookup=alone) for slot in slots}
-        for slot, draft in drafts.items():
-            if draft:
-                self._verify_draft(slot, draft)
-        slots = [slot for slot in slots if not drafts[slot]]
+        slots = self._check_drafts(slots, alone=len(self._running()) == 1)
         self._make_room(len(slots))
         slots = [slot for slot in slots if slot.request is not None]
         if not slots:
@@ -310,44 +301,6 @@ class BatchingRunner(SuffixScoring, RequestRunner):
         for row, slot in enumerate(slots):
             slot.cached.append(slot.request.generated[-1])
             self._after_evaluation(slot, row)
-
-    def _draft(self, request: _Request, lookup: bool) -> list[int]:
-        """The tokens to check after the request's last one: the next of its draft while
-        its tokens so far are the draft's first ones (at least FIRST_DRAFT_WINDOW, then as
-        many as have been kept: a draft that misses early costs few rows, one that holds is
-        checked in few evaluations), else, with ``lookup`` for a request that looks drafts
-        up, FIRST_DRAFT_WINDOW tokens looked up in its prompt and output; empty: none."""
-        if _draft_ahead(request):
-            generated = len(request.generated)
-            window = min(max(FIRST_DRAFT_WINDOW, generated), self._batch_tokens - 1)
-            return list(request.draft[generated : generated + window])
-        if lookup and request.lookup and request.generated:
-            size = min(FIRST_DRAFT_WINDOW, request.budget - len(request.generated) - 1)
-            if size > 0:
-                return looked_up_draft(request.prompt + request.generated, size)
-        return []
-
-    def _verify_draft(self, slot: Slot, drafted: list[int]) -> None:
-        """Evaluate the request's last token and the ``drafted`` tokens in one call, and
-        choose a token from each row in turn, as decode steps would, up to the first that
-        differs from the draft: every token kept was chosen from the row of the tokens before
-        it (prompt-lookup decoding, vLLM's n-gram speculation). The rows after it, evaluated
-        on draft tokens not chosen, are dropped from the cache."""
-        request = slot.request
-        tokens = [request.generated[-1], *drafted]
-        start = len(slot.cached)
-        entries = [(slot.seq_id, token, start + i, True) for i, token in enumerate(tokens)]
-        if not self._evaluate(slot, entries, wants_logits=True):
-            return
-        for row, token in enumerate(tokens):
-            slot.cached.append(token)
-            self._after_evaluation(slot, row)
-            if slot.request is not request:
-                break  # finished
-            if row < len(drafted) and request.generated[-1] != drafted[row]:
-                request.draft = ()
-                break
-        self._native.llama_memory_seq_rm(self._memory, slot.seq_id, len(slot.cached), -1)
 
     def _make_room(self, cells: int) -> None:
         """Free ``cells`` KV cells: drop idle slots' caches (least recently used first), then
@@ -400,15 +353,3 @@ class BatchingRunner(SuffixScoring, RequestRunner):
 
     def _release(self, slot: Slot) -> None:
         slot.request = None
-
-
-def _draft_ahead(request: _Request) -> bool:
-    """Whether the request's tokens so far are its draft's first ones, with more to come (a
-    draft is dropped once a chosen token leaves it)."""
-    if not request.draft:
-        return False
-    generated = len(request.generated)
-    if 0 < generated < len(request.draft) and request.generated[-1] == request.draft[generated - 1]:
-        return True
-    request.draft = ()
-    return False

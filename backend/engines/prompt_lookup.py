@@ -2,7 +2,7 @@
 n-gram speculation): where its last few tokens appeared before, the tokens that followed
 them there are likely next. An answer from tool results restates the question's words and
 the results' values, so the runner checks such a draft in one evaluation instead of decoding
-it a token a call (``SamplingParams.draft_from_prompt``, ``llamacpp_runner._verify_draft``).
+it a token a call (``SamplingParams.draft_from_prompt``, ``llamacpp_drafts``).
 """
 
 from __future__ import annotations

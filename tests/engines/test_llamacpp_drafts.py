@@ -1,4 +1,4 @@
-"""Drafts verified in one evaluation (``BatchingRunner._verify_draft``): a generation given
+"""Drafts verified in one evaluation (``backend.engines.llamacpp_drafts``): a generation given
 the tokens it is likely to write keeps the ones its own choices agree with, in fewer calls,
 and writes exactly what it writes without a draft. Offline, against the runner tests'
 stand-in for llama.cpp, whose cache refuses any evaluation that does not follow it (so rows
@@ -9,7 +9,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from backend.engines.llamacpp_runner import FIRST_DRAFT_WINDOW
+from backend.engines.llamacpp_drafts import FIRST_DRAFT_WINDOW
 from tests.engines.test_llamacpp_runner import (
     END,
     VOCAB,
