@@ -17,6 +17,7 @@ from __future__ import annotations
 import logging
 import os
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -33,7 +34,7 @@ from backend.engines.request_runner import (
     runs_alone,
 )
 from backend.engines.sampling import TokenChooser
-from backend.engines.token_mask import ConstraintMasks, masks_available
+from backend.engines.token_mask import ConstraintMasks, TokenMask, masks_available
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +49,19 @@ _BATCH_TOKENS = 512
 SUFFIX_SEQUENCES = 16
 #: Longest end, after a shared prefix, scored that way; longer ones are prompts of their own.
 SUFFIX_TOKENS = 256
+
+
+@dataclass(frozen=True)
+class _RowChooser:
+    """A ``TokenChooser`` fed llama.cpp's rows of logits, with the mask it keeps to."""
+
+    chooser: TokenChooser
+    mask: TokenMask | None
+
+    def __call__(self, logits: np.ndarray) -> int:
+        import torch
+
+        return self.chooser(torch.from_numpy(logits.copy()))
 
 
 def default_threads() -> int:
@@ -210,8 +224,23 @@ class LlamaCppChatEngine(RunnerChatEngine):
             seed = params.seed if params.seed is not None else _fresh_seed()
             generator = torch.Generator().manual_seed(seed)
 
-        chooser = TokenChooser(params, mask, generator)
-        return lambda logits: chooser(torch.from_numpy(logits.copy()))
+        return _RowChooser(TokenChooser(params, mask, generator), mask)
+
+    def _forced_tokens(self, choose: Callable[[np.ndarray], int]) -> Callable[[], list[int]] | None:
+        """The tokens of the text the constraint allows alone next (``TokenMask.forced_text``),
+        which the runner checks as a draft while the request runs alone
+        (``backend.engines.llamacpp_drafts``; what it saves a tool call: benchmarks/README.md,
+        "Agents that chain tools")."""
+        mask = choose.mask if isinstance(choose, _RowChooser) else None
+        if mask is None:
+            return None
+        encode = self.tokenizer.encode
+
+        def forced() -> list[int]:
+            text = mask.forced_text()
+            return encode(text, add_special_tokens=False) if text else []
+
+        return forced
 
     def next_token_logprobs(
         self, prompt_ids: Sequence[int], candidate_ids: Sequence[int]

@@ -6,8 +6,10 @@ before it, so the generation writes what it writes without a draft, in fewer eva
 
 ``DraftChecking`` is the part of ``llamacpp_runner.BatchingRunner`` that does it. A draft is
 either given (``SamplingParams.draft``: after tool results, the call repeating the last
-reply's) or looked up in the generation's prompt and output (``draft_from_prompt``: the
-answer from tool results, ``backend.engines.prompt_lookup``).
+reply's), the text a constrained output's grammar allows alone next (a member's name, the
+closing brackets: ``RunnerRequest.forced``, SGLang's jump-forward decoding checked as a draft,
+so the tokens stay the model's own), or looked up in the generation's prompt and output
+(``draft_from_prompt``: the answer from tool results, ``backend.engines.prompt_lookup``).
 """
 
 from __future__ import annotations
@@ -41,12 +43,17 @@ class DraftChecking:
         """The tokens to check after the request's last one: the next of its draft while
         its tokens so far are the draft's first ones (at least FIRST_DRAFT_WINDOW, then as
         many as have been kept: a draft that misses early costs few rows, one that holds is
-        checked in few evaluations), else, with ``lookup`` for a request that looks drafts
-        up, FIRST_DRAFT_WINDOW tokens looked up in its prompt and output; empty: none."""
+        checked in few evaluations), else, with ``lookup``, the tokens its constraint allows
+        alone next (``RunnerRequest.forced``), else, for a request that looks drafts up,
+        FIRST_DRAFT_WINDOW tokens looked up in its prompt and output; empty: none."""
         if _draft_ahead(request):
             generated = len(request.generated)
             window = min(max(FIRST_DRAFT_WINDOW, generated), self._batch_tokens - 1)
             return list(request.draft[generated : generated + window])
+        if lookup and request.forced is not None and request.generated:
+            room = min(self._batch_tokens - 1, request.budget - len(request.generated) - 1)
+            if forced := request.forced()[: max(room, 0)]:
+                return forced
         if lookup and request.lookup and request.generated:
             size = min(FIRST_DRAFT_WINDOW, request.budget - len(request.generated) - 1)
             if size > 0:

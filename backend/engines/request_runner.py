@@ -60,6 +60,9 @@ class RunnerRequest:
     lookup: bool = False
     #: Whether a later request may continue the prompt (``SamplingParams.continued_later``).
     continued_later: bool = True
+    #: The tokens the output's constraint allows alone next, where it constrains one; a
+    #: runner that verifies drafts may check them as one (``TokenMask.forced_text``).
+    forced: Callable[[], list[int]] | None = None
 
 
 def stop_asked(request: RunnerRequest) -> bool:
@@ -105,16 +108,18 @@ class RequestRunner(abc.ABC):
         draft: Sequence[int] = (),
         lookup: bool = False,
         continued_later: bool = True,
+        forced: Callable[[], list[int]] | None = None,
     ) -> Iterator[int]:
         """Yield generated tokens as the runner produces them; closing cancels the request.
         ``apart``: see ``RunnerRequest.apart`` (a runner may evaluate the prompt whole);
-        ``draft``, ``lookup`` and ``continued_later``: see ``RunnerRequest`` (a runner may
-        ignore them)."""
+        ``draft``, ``lookup``, ``continued_later`` and ``forced``: see ``RunnerRequest`` (a
+        runner may ignore them)."""
         request = self.request_type(prompt, budget, choose, None, should_stop, end_ids)
         request.apart = apart if 0 < apart < len(prompt) else 0
         request.draft = tuple(draft)
         request.lookup = lookup
         request.continued_later = continued_later
+        request.forced = forced
         self._submit(request)
         try:
             while (item := request.results.get()) is not END:
@@ -249,6 +254,7 @@ class RunnerChatEngine(ChatEngine):
             params.draft,
             params.draft_from_prompt,
             params.continued_later,
+            self._forced_tokens(choose),
         )
 
     @abc.abstractmethod
@@ -257,6 +263,11 @@ class RunnerChatEngine(ChatEngine):
     ) -> Callable[[Any], int]:
         """How one generation picks each token from its row of logits (on the runner's
         thread)."""
+
+    def _forced_tokens(self, choose: Callable[[Any], int]) -> Callable[[], list[int]] | None:
+        """What gives the tokens the constraint ``choose`` keeps to allows alone next
+        (``RunnerRequest.forced``); None: none, or a runner that checks no drafts."""
+        return None
 
 
 def default_parallel() -> int:

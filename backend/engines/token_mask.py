@@ -174,6 +174,13 @@ class TokenMask:
         text = _closing_text(self._vocab[token])
         return None if text is None else self._endings.closing_with[text]
 
+    def forced_text(self) -> str:
+        """The text the grammar allows alone from here (a member's name and its colon, the
+        closing brackets), which no choice of the model can change; empty where it has a
+        choice. Checked as a draft (``backend.engines.llamacpp_drafts``): SGLang's
+        jump-forward decoding, kept to the tokens the model itself chooses."""
+        return self._matcher.find_jump_forward_string()
+
     @property
     def string_tokens(self) -> list[int]:
         """The tokens written since the open string began (the one that opened it first);

@@ -140,3 +140,63 @@ def test_drafts_are_looked_up_only_for_a_request_running_alone(make_runner):
     prompts = [size for size in native.batch_sizes if size == len(COPYING_PROMPT)]
     assert len(prompts) == 2  # the two prompts (both 11 tokens); no draft checked
     assert max(size for size in native.batch_sizes if size != len(COPYING_PROMPT)) <= 2
+
+
+def forcing(answer: list[int], at: set[int], wrong: bool = False):
+    """A chooser that chooses greedily and what a grammar would force after it: the next
+    three tokens of ``answer`` once ``at`` holds the count chosen so far (``wrong``: tokens
+    the model does not choose there)."""
+    chosen: list[int] = []
+
+    def choose(logits: np.ndarray) -> int:
+        chosen.append(greedy(logits))
+        return chosen[-1]
+
+    def forced() -> list[int]:
+        n = len(chosen)
+        if n not in at:
+            return []
+        tokens = answer[n : n + 3]
+        return [t % (VOCAB - 1) + 1 for t in tokens] if wrong else tokens
+
+    return choose, forced
+
+
+def constrained(runner, prompt, budget, choose, forced):
+    ends = frozenset({END})
+    return list(runner.generate(prompt, budget, choose, lambda: False, ends, forced=forced))
+
+
+def test_the_tokens_a_constraint_forces_are_checked_as_a_draft(make_runner):
+    """Where the grammar allows one text alone (a member's name), its tokens are checked in
+    one evaluation with the last token, and the rest decoded as before."""
+    runner, native = make_runner(slots=2)
+    answer = expected_answer(PROMPT, 16)
+    choose, forced = forcing(answer, at={2, 10})
+    assert constrained(runner, PROMPT, 16, choose, forced) == answer
+    # The prompt; token 1 decoded; tokens 2-4 forced and kept, 5 chosen from the last row;
+    # 6-9 decoded; 10-12 forced and kept, 13 chosen; 14 and 15 decoded.
+    assert native.batch_sizes == [len(PROMPT), 1, 4, 1, 1, 1, 1, 4, 1, 1]
+    assert native.kv[0] == [(i, t) for i, t in enumerate([*PROMPT, *answer[:-1]])]
+
+
+def test_forced_tokens_the_model_would_not_choose_change_no_token(make_runner):
+    runner, native = make_runner(slots=2)
+    answer = expected_answer(PROMPT, 12)
+    choose, forced = forcing(answer, at={3}, wrong=True)
+    assert constrained(runner, PROMPT, 12, choose, forced) == answer
+    assert native.batch_sizes == [len(PROMPT), 1, 1, 4, *[1] * 8]
+    assert native.kv[0] == [(i, t) for i, t in enumerate([*PROMPT, *answer[:-1]])]
+
+
+def test_forced_tokens_are_checked_only_for_a_request_running_alone(make_runner):
+    runner, native = make_runner(slots=2)
+    answer = expected_answer(PROMPT, 12)
+    choose, forced = forcing(answer, at=set(range(1, 12)))
+    jobs = [
+        lambda: constrained(runner, PROMPT, 12, choose, forced),
+        lambda: generate(runner, [4] * 11, 12),
+    ]
+    assert run_together(runner, native, jobs) == [answer, expected_answer([4] * 11, 12)]
+    decoded = [size for size in native.batch_sizes if size not in (len(PROMPT), 11)]
+    assert max(decoded) <= 2  # decode steps, one token or both requests' one each
