@@ -275,8 +275,7 @@ def test_a_constrained_call_matches_its_schema(small_engine):
 
     import jsonschema
 
-    from backend.chat.tool_calls import call_constraint, call_prefill
-    from backend.protocol.schemas import ToolDefinition
+    from tests.engines.call_prompts import constrained_call
 
     parameters = {
         "type": "object",
@@ -287,18 +286,12 @@ def test_a_constrained_call_matches_its_schema(small_engine):
         },
         "required": ["day", "people", "title"],
     }
-    tool = ToolDefinition.model_validate(
-        {"type": "function", "function": {"name": "create_event", "parameters": parameters}}
+    prompt, constraint = constrained_call(
+        small_engine.tokenizer,
+        "Book a meeting for the whole team sometime.",
+        "create_event",
+        parameters,
     )
-    tokenizer = small_engine.tokenizer
-    text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": "Book a meeting for the whole team sometime."}],
-        tools=[tool.model_dump(exclude_none=True)],
-        add_generation_prompt=True,
-        tokenize=False,
-    )
-    prompt = tokenizer.encode(text + call_prefill(None, constrained=True), add_special_tokens=False)
-    constraint = call_constraint([tool])
     tokens = list(
         small_engine.generate(prompt, SamplingParams(max_new_tokens=80), constraint=constraint)
     )

@@ -11,6 +11,7 @@ import json
 import pytest
 
 from backend.engines.base import JSONSchemaConstraint, SamplingParams
+from tests.engines.call_prompts import constrained_call
 from tests.engines.test_json_bounds import _masks
 
 pytestmark = pytest.mark.model
@@ -68,20 +69,10 @@ def test_llamacpp_checks_what_the_constraint_forces_as_a_draft(llamacpp_engine, 
     """Members' names and closing brackets the schema allows alone are checked in one
     evaluation with the token before them (``TokenMask.forced_text``): the call takes fewer
     evaluations than tokens and still matches its schema."""
-    from backend.chat.tool_calls import call_constraint, call_prefill
-    from backend.protocol.schemas import ToolDefinition
-
-    tool = ToolDefinition.model_validate(
-        {"type": "function", "function": {"name": "get_weather", "parameters": WEATHER}}
-    )
     tokenizer = llamacpp_engine.tokenizer
-    text = tokenizer.apply_chat_template(
-        [{"role": "user", "content": "How warm is it in Paris, in celsius?"}],
-        tools=[tool.model_dump(exclude_none=True)],
-        add_generation_prompt=True,
-        tokenize=False,
+    prompt, constraint = constrained_call(
+        tokenizer, "How warm is it in Paris, in celsius?", "get_weather", WEATHER
     )
-    prompt = tokenizer.encode(text + call_prefill(None, constrained=True), add_special_tokens=False)
     list(llamacpp_engine.generate(prompt, SamplingParams(max_new_tokens=1)))  # prompt cached
     batch = llamacpp_engine._runner._batch
     evaluations: list[int] = []
@@ -92,7 +83,6 @@ def test_llamacpp_checks_what_the_constraint_forces_as_a_draft(llamacpp_engine, 
 
     monkeypatch.setattr(batch, "decode", counted)
     params = SamplingParams(max_new_tokens=60)
-    constraint = call_constraint([tool])
     tokens = list(llamacpp_engine.generate(prompt, params, constraint=constraint))
     monkeypatch.undo()
     call = json.loads(tokenizer.decode(tokens, skip_special_tokens=True))
