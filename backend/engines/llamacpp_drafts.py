@@ -34,42 +34,50 @@ class DraftChecking:
         request runs ``alone``: beside others, its evaluation of its own would cost the batch
         another read of the weights."""
         drafts = {slot: self._draft(slot.request, lookup=alone) for slot in slots}
-        for slot, draft in drafts.items():
+        for slot, (draft, forced) in drafts.items():
             if draft:
-                self._verify_draft(slot, draft)
-        return [slot for slot in slots if not drafts[slot]]
+                request = slot.request
+                kept = self._verify_draft(slot, draft)
+                if forced and kept < len(draft):
+                    request.forced_from = len(request.generated) + len(draft) - kept
+        return [slot for slot in slots if not drafts[slot][0]]
 
-    def _draft(self, request: RunnerRequest, lookup: bool) -> list[int]:
-        """The tokens to check after the request's last one: the next of its draft while
-        its tokens so far are the draft's first ones (at least FIRST_DRAFT_WINDOW, then as
-        many as have been kept: a draft that misses early costs few rows, one that holds is
-        checked in few evaluations), else, with ``lookup``, the tokens its constraint allows
-        alone next (``RunnerRequest.forced``), else, for a request that looks drafts up,
-        FIRST_DRAFT_WINDOW tokens looked up in its prompt and output; empty: none."""
+    def _draft(self, request: RunnerRequest, lookup: bool) -> tuple[list[int], bool]:
+        """The tokens to check after the request's last one, and whether they are forced
+        text: the next of its draft while its tokens so far are the draft's first ones (at
+        least FIRST_DRAFT_WINDOW, then as many as have been kept: a draft that misses early
+        costs few rows, one that holds is checked in few evaluations), else, with
+        ``lookup``, the tokens its constraint allows alone next (``RunnerRequest.forced``;
+        not again within the text of one that missed, ``forced_from``), else, for a request
+        that looks drafts up, FIRST_DRAFT_WINDOW tokens looked up in its prompt and output;
+        empty: none."""
+        generated = len(request.generated)
         if _draft_ahead(request):
-            generated = len(request.generated)
             window = min(max(FIRST_DRAFT_WINDOW, generated), self._batch_tokens - 1)
-            return list(request.draft[generated : generated + window])
-        if lookup and request.forced is not None and request.generated:
-            room = min(self._batch_tokens - 1, request.budget - len(request.generated) - 1)
+            return list(request.draft[generated : generated + window]), False
+        if lookup and request.forced is not None and generated >= max(request.forced_from, 1):
+            room = min(self._batch_tokens - 1, request.budget - generated - 1)
             if forced := request.forced()[: max(room, 0)]:
-                return forced
-        if lookup and request.lookup and request.generated:
-            size = min(FIRST_DRAFT_WINDOW, request.budget - len(request.generated) - 1)
+                return forced, True
+        if lookup and request.lookup and generated:
+            size = min(FIRST_DRAFT_WINDOW, request.budget - generated - 1)
             if size > 0:
-                return looked_up_draft(request.prompt + request.generated, size)
-        return []
+                return looked_up_draft(request.prompt + request.generated, size), False
+        return [], False
 
-    def _verify_draft(self, slot: Slot, drafted: list[int]) -> None:
+    def _verify_draft(self, slot: Slot, drafted: list[int]) -> int:
         """Evaluate the request's last token and the ``drafted`` tokens in one call, and
         choose a token from each row in turn up to the first that differs from the draft.
-        The rows after it, evaluated on draft tokens not chosen, are dropped from the cache."""
+        The rows after it, evaluated on draft tokens not chosen, are dropped from the cache.
+        Returns how many of the drafted tokens were chosen (all of them where the request
+        finished on one)."""
         request = slot.request
         tokens = [request.generated[-1], *drafted]
         start = len(slot.cached)
         entries = [(slot.seq_id, token, start + i, True) for i, token in enumerate(tokens)]
         if not self._evaluate(slot, entries, wants_logits=True):
-            return
+            return len(drafted)
+        kept = len(drafted)
         for row, token in enumerate(tokens):
             slot.cached.append(token)
             self._after_evaluation(slot, row)
@@ -77,8 +85,10 @@ class DraftChecking:
                 break  # finished
             if row < len(drafted) and request.generated[-1] != drafted[row]:
                 request.draft = ()
+                kept = row
                 break
         self._native.llama_memory_seq_rm(self._memory, slot.seq_id, len(slot.cached), -1)
+        return kept
 
 
 def _draft_ahead(request: RunnerRequest) -> bool:

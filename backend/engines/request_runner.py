@@ -63,6 +63,10 @@ class RunnerRequest:
     #: The tokens the output's constraint allows alone next, where it constrains one; a
     #: runner that verifies drafts may check them as one (``TokenMask.forced_text``).
     forced: Callable[[], list[int]] | None = None
+    #: The forced text is not checked before the request has written this many tokens: after
+    #: a check that missed, the model writes the rest of that text in its own tokens (where it
+    #: lays out an indent a space a token, the draft's run of spaces misses at every step).
+    forced_from: int = 0
 
 
 def stop_asked(request: RunnerRequest) -> bool:

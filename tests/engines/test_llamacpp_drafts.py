@@ -200,3 +200,17 @@ def test_forced_tokens_are_checked_only_for_a_request_running_alone(make_runner)
     assert run_together(runner, native, jobs) == [answer, expected_answer([4] * 11, 12)]
     decoded = [size for size in native.batch_sizes if size not in (len(PROMPT), 11)]
     assert max(decoded) <= 2  # decode steps, one token or both requests' one each
+
+
+def test_forced_text_that_missed_is_not_checked_again_within_it(make_runner):
+    """A model that writes the forced text in other tokens (an indent a space a token) would
+    miss a draft at every step; after a miss, the forced text is checked again only once the
+    model has written as many tokens as the draft had left."""
+    runner, native = make_runner(slots=2)
+    answer = expected_answer(PROMPT, 12)
+    choose, forced = forcing(answer, at=set(range(1, 12)), wrong=True)
+    assert constrained(runner, PROMPT, 12, choose, forced) == answer
+    # Missed at tokens 1, 5 and 9 (the last with room for two), each followed by the three
+    # tokens its draft had left decoded one a call.
+    assert native.batch_sizes == [len(PROMPT), 4, 1, 1, 1, 4, 1, 1, 1, 3, 1, 1]
+    assert native.kv[0] == [(i, t) for i, t in enumerate([*PROMPT, *answer[:-1]])]
