@@ -29,7 +29,10 @@ from reading a conversation, not from the schema, so the constraint cannot rule 
   every number the conversation holds can be read (``stated_numbers``), a number is made
   up when it is none of them: not as written, rounded, nor as a percentage (5% passed as
   0.05). On a first step the request's own numbers may be turned into others (a rate, a
-  sum, a unit), so the rule waits for results.
+  sum, a unit), so the rule waits for results, unless the request's only numbers are the
+  digits of codes (``stated_numbers.states_a_quantity``): asked for customer C-6090's balance
+  in yen, the model called ``convert_currency(1000, "USD", "JPY")`` beside the balance's
+  lookup, an amount no id's digits could give.
 * An id of another kind than its parameter asks for, where an offered tool turns that kind
   into the one asked for: an order id given as a ``product_id`` beside ``get_order``, which
   gives the product id (``backend.chat.parameter_kinds``). It is in the message, but the
@@ -56,7 +59,12 @@ from backend.chat.parameter_kinds import (
     parameter_words,
     tools_giving,
 )
-from backend.chat.stated_numbers import stated_numbers, states_a_number, states_value
+from backend.chat.stated_numbers import (
+    stated_numbers,
+    states_a_number,
+    states_a_quantity,
+    states_value,
+)
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall, ToolDefinition
 
 #: What the model is told of a call with made-up ``{values}``, in the exchange after which it
@@ -129,8 +137,8 @@ def unfounded_arguments(
     (``names``); an id of another kind than its parameter asks for, where an offered tool
     turns that kind into the one asked for (``parameter_kinds.kind_given``); with
     ``numbers``, numbers given to a required parameter that no definition
-    shows, where ``said`` states none or, ``after_results``, states none of them
-    (``numbers_to_come_from``).
+    shows, where ``said`` states none or, ``after_results`` or where it states only codes'
+    digits, states none of them (``numbers_to_come_from``).
     """
     said = said.casefold()
     described = "\n".join(_definition_text(tool) for tool in tools).casefold()
@@ -162,11 +170,12 @@ def unfounded_arguments(
 
 def numbers_to_come_from(said: str, after_results: bool) -> list[float] | None:
     """The numbers a number argument must be one of: none where ``said`` states no number;
-    after tool results, those it states where every one can be read (``stated_numbers``);
-    None where a number may come from the conversation in a way not read here."""
+    after tool results, or where its only numbers are codes' digits (``states_a_quantity``),
+    those it states where every one can be read (``stated_numbers``); None where a number may
+    come from the conversation in a way not read here."""
     if not states_a_number(said):
         return []
-    return stated_numbers(said) if after_results else None
+    return stated_numbers(said) if after_results or not states_a_quantity(said) else None
 
 
 def _made_up_number(value: Any, described: str, stated: Sequence[float]) -> bool:

@@ -1,5 +1,6 @@
 """Whether a conversation states any number, and which: a number argument needs one to
-come from.
+come from. The digits of a code (``C-4821``) are stated numbers but no quantity
+(``states_a_quantity``).
 
 Asked "What is the temperature in Seoul in Fahrenheit?", the 1.5B model's first call was
 ``convert_units(25, "celsius", "fahrenheit")``; asked for a customer's balance in won,
@@ -40,6 +41,18 @@ _NUMBER_WORD = re.compile(rf"\b(?:{_ENGLISH})\b|{_SUBSTRINGS}", re.IGNORECASE)
 def states_a_number(text: str) -> bool:
     """Whether ``text`` holds a number in any form ``stated_numbers`` reads."""
     return any(c.isnumeric() for c in text) or _NUMBER_WORD.search(text) is not None
+
+
+#: A code: Latin letters, an optional hyphen, then a digit and more letters, digits or
+#: hyphens (``C-4821``, ``KTX-117``, ``o-1002``, ``P77``). Its digits name a thing.
+_CODE = re.compile(r"(?<![A-Za-z0-9])[A-Za-z]+-?\d[A-Za-z0-9-]*")
+
+
+def states_a_quantity(text: str) -> bool:
+    """Whether ``text`` states a number outside codes: asked for customer C-6090's balance in
+    yen, the only digits are the id's, which name the customer and are no amount a call
+    could turn into another (a rate, a sum, a unit)."""
+    return states_a_number(_CODE.sub(" ", text))
 
 
 #: English number words read as the value they state, where a message writes one.

@@ -50,7 +50,8 @@ def parse_args() -> argparse.Namespace:
         choices=sorted(TASK_SETS),
         help="dev: tasks.jsonl (the rules were tuned on it); heldout: tasks_heldout.jsonl; "
         "lookups: tasks_lookups.jsonl (development tasks written in s25); yes_no: "
-        "tasks_yes_no.jsonl (development tasks written in s26 and s30)",
+        "tasks_yes_no.jsonl (development tasks written in s26 and s30); codes: "
+        "tasks_codes.jsonl (development tasks written in s35)",
     )
     parser.add_argument("--profile", default="default", choices=["default", "small"])
     parser.add_argument("--temperature", type=float, default=0.0)

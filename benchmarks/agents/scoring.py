@@ -25,12 +25,16 @@ TASKS = Path(__file__).with_name("tasks.jsonl")
 #: it finds (an employee's manager), kept apart from ``dev``, whose solution chains the
 #: chain-state reading is trained on; ``yes_no``: development tasks written later whose
 #: question asks yes or no: eight (s26) whose results say no, where the answer must say what
-#: they show, and eight (s30, ``yn-yes-``) whose results say yes, where a yes or the fact will do.
+#: they show, and eight (s30, ``yn-yes-``) whose results say yes, where a yes or the fact will do;
+#: ``codes``: development tasks written in s35, each naming a customer or an order by its id and
+#: asking for an amount or a temperature that a tool must first give (the id's digits being the
+#: message's only number).
 TASK_SETS = {
     "dev": TASKS,
     "heldout": Path(__file__).with_name("tasks_heldout.jsonl"),
     "lookups": Path(__file__).with_name("tasks_lookups.jsonl"),
     "yes_no": Path(__file__).with_name("tasks_yes_no.jsonl"),
+    "codes": Path(__file__).with_name("tasks_codes.jsonl"),
 }
 KINDS = ("one_step", "two_step", "three_step", "parallel", "tool_error", "no_tool", "immediate")
 #: The summary's groups, as issue 50 asks its questions.

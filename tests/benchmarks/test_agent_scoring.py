@@ -55,6 +55,9 @@ MINIMUM = {
     # Development tasks written later whose question asks yes or no: eight whose results say
     # no (s26) and eight whose results say yes (s30).
     "yes_no": (16, {"one_step": 6, "two_step": 8, "three_step": 2}),
+    # Development tasks written later (s35) that name a customer or an order by its id and
+    # ask for an amount a tool must give first: the id's digits are the message's only number.
+    "codes": (8, {"two_step": 6, "three_step": 2}),
 }
 #: The sets whose languages are in the dev set's proportions (the later sets have each once
 #: or more).
@@ -207,6 +210,7 @@ def test_the_sets_share_no_id_and_no_question():
     assert all(t["id"].startswith("ho-") for t in SETS["heldout"])
     assert all(t["id"].startswith("lk-") for t in SETS["lookups"])
     assert all(t["id"].startswith("yn-") for t in SETS["yes_no"])
+    assert all(t["id"].startswith("cd-") for t in SETS["codes"])
     ids = [t["id"] for t in ALL_TASKS]
     questions = [question(t) for t in ALL_TASKS]
     assert len(set(ids)) == len(ids) and len(set(questions)) == len(questions)

@@ -5,7 +5,7 @@ A number given to a required parameter where the conversation states no number a
 shown to the model as made up, and the call it makes then is kept as it is unless it makes
 the number up again beside another call (it then waits for that call). After tool results,
 a number none of the conversation's numbers states is made up too, where all of them can be
-read. The model, told of a made-up value, is told which offered tool's description names it
+read, and so it is on a first step whose only numbers are the digits of codes (``C-6090``). The model, told of a made-up value, is told which offered tool's description names it
 and calls one of them; a value the conversation holds only with spaces the model left out is
 written with them. The engine is scripted by its prompt
 (``tests.agent_chain.PromptScriptedEngine``) on the small profile, which has no tool-need
@@ -24,7 +24,7 @@ from backend.chat.made_up_arguments import (
     tools_giving,
     unfounded_arguments,
 )
-from backend.chat.stated_numbers import states_a_number
+from backend.chat.stated_numbers import states_a_number, states_a_quantity
 from backend.protocol.schemas import FunctionCall, ToolDefinition
 from backend.testing import offline_backend
 from tests.agent_chain import PromptScriptedEngine, call_text
@@ -113,6 +113,34 @@ def test_numbers_the_conversation_could_give_are_kept():
     assert _numbers({**CONVERT_25[1], "value": 1}) == []  # "a" in words
     assert _numbers({**CONVERT_25[1], "value": 0}) == []
     assert _numbers(CONVERT_25[1], numbers=False) == []  # the call made after being told
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "What is the balance of customer C-6090 in yen?",
+        "고객 c-4821의 잔액은 엔화로 얼마인가요?",
+        "注文 O-1003 の出荷倉庫がある都市の気温は華氏で何度ですか？",
+        "Is train KTX117 on time?",
+    ],
+)
+def test_the_digits_of_codes_state_no_quantity(text):
+    assert states_a_number(text) and not states_a_quantity(text)
+
+
+@pytest.mark.parametrize(
+    "text",
+    ["Order O-1003: 3 units", "Convert 5km for C-6090", "C-6090 의 잔액 50만 원", "two of P-77"],
+)
+def test_a_number_beside_codes_is_a_quantity(text):
+    assert states_a_quantity(text)
+
+
+def test_a_number_where_the_only_numbers_are_codes_digits_is_made_up():
+    said = "What is the temperature in Fahrenheit where order O-1003 ships from?"
+    assert _numbers(CONVERT_25[1], said=said) == ["25"]
+    # the code's own digits are stated: a call may take them
+    assert _numbers({**CONVERT_25[1], "value": 1003}, said=said) == []
 
 
 AFTER_WEATHER = f"{QUESTION}\n{json.dumps(WEATHER[1])}\nSeoul: 18 °C, light rain"
