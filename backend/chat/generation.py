@@ -70,6 +70,10 @@ from backend.protocol.schemas import ToolCall
 #: sampled lead-in ("Here is the JSON:") or fence ("```xml") would turn the model's call into
 #: prose, a draw that once failed a fresh-clone run of the suite (benchmarks/README.md).
 OPENING_TOKENS = 16
+#: How many times at most the next call of a chain is made, each held to the tools not yet
+#: tried (``_next_in_chain``): each try is one more constrained call at that step (a few
+#: seconds on 2 cores), so an agent offering many tools is not held at one step for long.
+NEXT_CALL_TRIES = 3
 
 
 def answer_events(
@@ -260,17 +264,29 @@ def _next_in_chain(
 ) -> list[OutputEvent] | None:
     """The call made again after a reply that only repeated answered calls, held to the
     tools the last step did not call, with the calls that take no value the step found
-    dropped (``backend.chat.next_in_chain``), then reviewed as the first was; None when no
-    call is left. From the call's own prompt, already evaluated; the repeat is no draft."""
-    others = step.other_tools(prompt.tools)
-    if not others:
-        return None
-    call = prompt.call
-    to_others = dataclasses.replace(call, constraint=call_constraint(others, call.parallel_calls))
-    params = dataclasses.replace(_after_answer_prompt(params, prompt, to_others), draft=())
-    events = list(Reading(engine, to_others, stop, should_stop, logprobs).events(params))
-    building = _with_calls(events, [c for c in _calls_in(events) if step.takes_found_value(c)])
-    return building and _review(building, prompt)[0]
+    dropped (``backend.chat.next_in_chain``), then reviewed as the first was; where none is
+    left, made again held to the tools not yet tried, ``NEXT_CALL_TRIES`` times in all.
+    None when no call is left. From the call's own prompt, already evaluated; the repeat is
+    no draft."""
+    tried: set[str] = set()
+    for _ in range(NEXT_CALL_TRIES):
+        others = [t for t in step.other_tools(prompt.tools) if t.function.name not in tried]
+        if not others:
+            return None
+        call = prompt.call
+        constraint = call_constraint(others, call.parallel_calls)
+        to_others = dataclasses.replace(call, constraint=constraint)
+        params = dataclasses.replace(_after_answer_prompt(params, prompt, to_others), draft=())
+        events = list(Reading(engine, to_others, stop, should_stop, logprobs).events(params))
+        calls = _calls_in(events)
+        building = _with_calls(events, [c for c in calls if step.takes_found_value(c)])
+        held = building and _review(building, prompt)[0]
+        if held:
+            return held
+        tried |= {c.function.name for c in calls}
+        if not calls:
+            return None
+    return None
 
 
 def _corrected(

@@ -13,6 +13,7 @@ import json
 
 import pytest
 
+from backend.chat.generation import NEXT_CALL_TRIES
 from backend.chat.next_in_chain import last_step
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall
 from backend.testing import offline_backend
@@ -128,6 +129,55 @@ def test_a_held_call_taking_nothing_the_last_step_found_is_answered_without_tool
     assert answer_read_by_state(engine, _after_both_results(), TOOLS) == (PLAIN_ANSWER, [])
     assert len(engine.prompts) == 5  # free, call, call shown the repeat, held call, plain
     assert not engine.prompt_texts()[-1].startswith("tools:")
+
+
+CONVERT = {
+    "type": "function",
+    "function": {
+        "name": "convert_currency",
+        "description": "Convert an amount of money from one currency code to another.",
+        "parameters": {
+            "type": "object",
+            "properties": {"amount": {"type": "number"}, "to_currency": {"type": "string"}},
+            "required": ["amount", "to_currency"],
+        },
+    },
+}
+CONVERT_FOUND = ("convert_currency", {"amount": 1250, "to_currency": "USD"})
+
+
+def test_a_held_call_taking_nothing_found_is_made_again_held_to_the_tools_not_tried():
+    # the balance repeated (and written again when shown failing), the lookup made again
+    # with the question's name, then the conversion of the balance the last step found, held
+    # to the one tool not yet tried
+    balance = ("get_balance", {"customer_id": "C-7781"})
+    engine = repeating_then(balance, FIND_JUN_SEO, CONVERT_FOUND, repeat=balance)
+    answer = answer_read_by_state(engine, _after_both_results(), [*TOOLS, CONVERT])
+    assert answer == (None, [CONVERT_FOUND])
+    *_, first_try, second_try = engine.constraints
+    assert "find_customer" in first_try.schema_json and "convert_currency" in first_try.schema_json
+    assert "find_customer" not in second_try.schema_json  # tried, and took nothing found
+    assert "get_balance" not in second_try.schema_json  # the last step's tool
+
+
+def test_the_next_call_is_tried_at_most_a_bounded_number_of_times():
+    names = [f"convert_{n}" for n in range(NEXT_CALL_TRIES + 2)]
+    tools = [*TOOLS, *(_named(CONVERT, name) for name in names)]
+    unfounded = [(name, {"amount": 99, "to_currency": "USD"}) for name in names]
+    balance = ("get_balance", {"customer_id": "C-7781"})
+    engine = repeating_then(balance, *unfounded, repeat=balance)
+    assert answer_read_by_state(engine, _after_both_results(), tools) == (PLAIN_ANSWER, [])
+    # free, the call, the repeat shown failing, the held tries, the plain prompt
+    assert len(engine.constraints) == 3 + NEXT_CALL_TRIES + 1
+    held = engine.constraints[3:-1]
+    for n, constraint in enumerate(held):  # each try without the tools tried before it
+        assert all(f'"{name}"' not in constraint.schema_json for name in names[:n])
+        assert f'"{names[n]}"' in constraint.schema_json
+    assert engine.constraints[-1] is None
+
+
+def _named(tool: dict, name: str) -> dict:
+    return {**tool, "function": {**tool["function"], "name": name}}
 
 
 def test_a_result_of_several_words_passed_on_whole_is_not_a_found_value():
