@@ -268,12 +268,11 @@ def _next_in_chain(
     left, made again held to the tools not yet tried, ``NEXT_CALL_TRIES`` times in all.
     None when no call is left. From the call's own prompt, already evaluated; the repeat is
     no draft."""
-    tried: set[str] = set()
+    call, tried = prompt.call, set[str]()
     for _ in range(NEXT_CALL_TRIES):
         others = [t for t in step.other_tools(prompt.tools) if t.function.name not in tried]
         if not others:
             return None
-        call = prompt.call
         constraint = call_constraint(others, call.parallel_calls)
         to_others = dataclasses.replace(call, constraint=constraint)
         params = dataclasses.replace(_after_answer_prompt(params, prompt, to_others), draft=())
@@ -283,9 +282,9 @@ def _next_in_chain(
         held = building and _review(building, prompt)[0]
         if held:
             return held
-        tried |= {c.function.name for c in calls}
-        if not calls:
+        if not calls:  # nothing newly tried: the next try would be the same
             return None
+        tried |= {c.function.name for c in calls}
     return None
 
 

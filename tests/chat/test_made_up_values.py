@@ -5,8 +5,9 @@ A number given to a required parameter where the conversation states no number a
 shown to the model as made up, and the call it makes then is kept as it is unless it makes
 the number up again beside another call (it then waits for that call). After tool results,
 a number none of the conversation's numbers states is made up too, where all of them can be
-read, and so it is on a first step whose only numbers are the digits of codes (``C-6090``). The model, told of a made-up value, is told which offered tool's description names it
-and calls one of them; a value the conversation holds only with spaces the model left out is
+read, and so it is on a first step whose only numbers are the digits of codes (``C-6090``).
+The model, told of a made-up value, is told which offered tool's description names it and
+calls one of them; a value the conversation holds only with spaces the model left out is
 written with them. The engine is scripted by its prompt
 (``tests.agent_chain.PromptScriptedEngine``) on the small profile, which has no tool-need
 check, so the review's rules are tested alone.
