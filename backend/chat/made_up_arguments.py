@@ -37,6 +37,8 @@ from reading a conversation, not from the schema, so the constraint cannot rule 
   into the one asked for: an order id given as a ``product_id`` beside ``get_order``, which
   gives the product id (``backend.chat.parameter_kinds``). It is in the message, but the
   call skipped the lookup that reads it.
+* An id given to the tool that finds ids of its kind (``find_customer_id(name="C-5512")``,
+  ``parameter_kinds.kind_looked_up``): the call can find nothing the conversation lacks.
 
 The model, told of a made-up value, is also told which offered tool gives it where a tool's
 description names the parameter (``get_order`` "Get the product id ..." for a made-up
@@ -56,6 +58,7 @@ from backend.chat.parameter_kinds import (
     ID_PARAMETER,
     IDENTIFIER_PARAMETER,
     kind_given,
+    kind_looked_up,
     parameter_words,
     tools_giving,
 )
@@ -78,6 +81,10 @@ NAME_AS_ID_RESULT = "error: {values} is a name, not an id. First find the id wit
 #: What the model is told of an id of another kind than the parameter asks for.
 OTHER_KIND_RESULT = (
     "error: {value} is {kind}, not {asked}. First find the {wanted} with another tool."
+)
+#: What the model is told of an id given to the tool that finds ids of its kind.
+LOOKED_UP_RESULT = (
+    "error: {value} is already {kind}, not {asked} to look up. Give it to a tool that takes {kind}."
 )
 
 
@@ -135,7 +142,8 @@ def unfounded_arguments(
     offered tool's definition or given to a parameter that names an identifier; strings
     given to an ``id`` parameter without a digit, in no message nor definition, or a name
     (``names``); an id of another kind than its parameter asks for, where an offered tool
-    turns that kind into the one asked for (``parameter_kinds.kind_given``); with
+    turns that kind into the one asked for (``parameter_kinds.kind_given``); an id given
+    to the tool that finds ids of its kind (``parameter_kinds.kind_looked_up``); with
     ``numbers``, numbers given to a required parameter that no definition
     shows, where ``said`` states none or, ``after_results`` or where it states only codes'
     digits, states none of them (``numbers_to_come_from``).
@@ -154,6 +162,8 @@ def unfounded_arguments(
                 found.add(parameter, value)
             elif kind := kind_given(parameter, value, tools, call.name):
                 found.add(parameter, value, kind=kind)
+            elif kind := kind_looked_up(value, tools, call.name):
+                found.add(parameter, value, looked_up=kind)
         elif ID_PARAMETER.search(parameter):
             if any(c.isspace() for c in text):
                 found.add(parameter, value, name=True)
@@ -203,22 +213,29 @@ def _required(name: str, tools: Sequence[ToolDefinition]) -> set[str]:
 @dataclass
 class UnfoundedValues:
     """A call's made-up argument values (``unfounded_arguments``): values from nowhere,
-    names given as ids, and ids of another kind than asked for."""
+    names given as ids, ids of another kind than asked for, and ids given to be looked up."""
 
     values: list[str] = field(default_factory=list)
     names: list[str] = field(default_factory=list)
     #: Ids of another kind: (the value, its kind, the kind asked for), such as ("O-1003",
     #: "order id", "product id").
     other_kinds: list[tuple[str, str, str]] = field(default_factory=list)
+    #: Ids given to the tool that finds ids of their kind: (the value, its kind, the kind
+    #: the parameter asks for), such as ("C-5512", "customer id", "name").
+    looked_up: list[tuple[str, str, str]] = field(default_factory=list)
     #: The parameters the values and names were given to, in order.
     parameters: list[str] = field(default_factory=list)
 
     def __bool__(self) -> bool:
-        return bool(self.values or self.names or self.other_kinds)
+        return bool(self.values or self.names or self.other_kinds or self.looked_up)
 
-    def add(self, parameter: str, value: str, name: bool = False, kind: str = "") -> None:
+    def add(
+        self, parameter: str, value: str, name: bool = False, kind: str = "", looked_up: str = ""
+    ) -> None:
         if kind:
             self.other_kinds.append((value, kind, parameter_words(parameter)))
+        elif looked_up:
+            self.looked_up.append((value, looked_up, parameter_words(parameter)))
         else:
             (self.names if name else self.values).append(value)
         self.parameters.append(parameter)
@@ -238,6 +255,12 @@ class UnfoundedValues:
             parts.append(
                 OTHER_KIND_RESULT.format(
                     value=value, kind=_with_article(kind), asked=_with_article(asked), wanted=asked
+                )
+            )
+        for value, kind, asked in self.looked_up:
+            parts.append(
+                LOOKED_UP_RESULT.format(
+                    value=value, kind=_with_article(kind), asked=_with_article(asked)
                 )
             )
         for parameter in dict.fromkeys(self.parameters):

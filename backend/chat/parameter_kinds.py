@@ -1,6 +1,7 @@
 """What a tool's parameter names, and which offered tool gives it: the words of its name
 (``customer_id`` is a "customer id"), whether it names an identifier, the tools whose
-description names it, and an id of another kind given to it.
+description names it, an id of another kind given to it, and an id given to the tool that
+finds ids of its kind.
 
 An id of another kind: asked how many units of the product in order O-1003 are in stock
 where it ships from, the 1.5B model called ``get_stock(product_id="O-1003", ...)`` at once
@@ -81,6 +82,27 @@ def kind_given(
     taken = (other for tool in tools if tool.function.name in giving for other in _properties(tool))
     kinds = (parameter_words(other) for other in taken if IDENTIFIER_PARAMETER.search(other))
     return next((k for k in kinds if " " in k and k.startswith(letters)), None)
+
+
+def kind_looked_up(value: str, tools: Sequence[ToolDefinition], called: str) -> str | None:
+    """The kind of id ``value`` is ("customer id") where ``called`` is a tool that finds ids
+    of that kind for another offered tool (``tools_giving``) and ``value`` already is one:
+    its leading letters begin the kind. None otherwise."""
+    leading = _LEADING_LETTERS.match(value.strip())
+    if not leading:
+        return None
+    letters = leading[1].casefold()
+    for tool in tools:
+        for parameter in _properties(tool):
+            kind = parameter_words(parameter)
+            if (
+                " " in kind
+                and kind.startswith(letters)
+                and IDENTIFIER_PARAMETER.search(parameter)
+                and called in tools_giving(parameter, tools, tool.function.name)
+            ):
+                return kind
+    return None
 
 
 def _properties(tool: ToolDefinition) -> dict[str, object]:

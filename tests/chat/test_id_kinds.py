@@ -1,10 +1,13 @@
-"""An id of another kind than a tool's parameter asks for, offline (issue 50).
+"""An id of another kind than a tool's parameter asks for, and an id given to the tool that
+finds ids of its kind, offline (issue 50).
 
 Asked for the stock of the product in order O-1004, the model gave the order id as the
 ``product_id``. Where an offered tool turns an order id into a product id, the call is shown
-to the model as failed, naming that tool, and the call it makes then is held to it. The
-engine is scripted by its prompt (``tests.agent_chain.PromptScriptedEngine``) on the small
-profile, which has no tool-need check, so the review's rules are tested alone.
+to the model as failed, naming that tool, and the call it makes then is held to it. Given a
+customer id as the name to look up (``find_customer_id("C-5512")``), the model is told it is
+an id already, to be given to a tool that takes one. The engine is scripted by its prompt
+(``tests.agent_chain.PromptScriptedEngine``) on the small profile, which has no tool-need
+check, so the review's rules are tested alone.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ import json
 import pytest
 
 from backend.chat.made_up_arguments import unfounded_arguments
-from backend.chat.parameter_kinds import kind_given
+from backend.chat.parameter_kinds import kind_given, kind_looked_up
 from backend.protocol.schemas import FunctionCall, ToolDefinition
 from backend.testing import offline_backend
 from tests.agent_chain import PromptScriptedEngine, call_text
@@ -86,3 +89,64 @@ def test_told_of_an_order_id_as_a_product_id_the_model_looks_the_order_up():
     first, retry = (c.schema_json for c in engine.constraints[1:])
     assert '"get_stock"' in first
     assert '"get_order"' in retry and '"get_stock"' not in retry
+
+
+CUSTOMER_TOOLS = [
+    _tool("find_customer_id", "Find a customer's id by their full name.", {"name": TEXT}, ["name"]),
+    _tool(
+        "get_account_balance",
+        "Get the account balance in USD of a customer by id.",
+        {"customer_id": TEXT},
+        ["customer_id"],
+    ),
+    *TOOLS,
+]
+CUSTOMER_DEFINITIONS = [ToolDefinition.model_validate(tool) for tool in CUSTOMER_TOOLS]
+BALANCE_QUESTION = "What is the account balance of customer C-5512?"
+LOOKED_UP = ("find_customer_id", {"name": "C-5512"})
+BALANCE = ("get_account_balance", {"customer_id": "C-5512"})
+TOLD_LOOKED_UP = (
+    "error: C-5512 is already a customer id, not a name to look up. Give it to a tool that "
+    "takes a customer id."
+)
+
+
+@pytest.mark.parametrize("value", ["C-5512", "c-5512", "cust_5512", " C5512"])
+def test_an_id_given_to_the_tool_that_finds_ids_of_its_kind_is_looked_up(value):
+    assert kind_looked_up(value, CUSTOMER_DEFINITIONS, "find_customer_id") == "customer id"
+
+
+@pytest.mark.parametrize(
+    ("called", "value"),
+    [
+        ("find_customer_id", "Mina Park"),  # a name
+        ("find_customer_id", "O-1004"),  # letters of another kind than the tool finds
+        ("find_customer_id", "5512"),  # no letters
+        ("get_weather", "C-5512"),  # a tool that finds no id
+        ("get_account_balance", "C-5512"),  # the tool that takes the id
+    ],
+)
+def test_values_the_tool_can_look_up_are_left_alone(called, value):
+    assert kind_looked_up(value, CUSTOMER_DEFINITIONS, called) is None
+
+
+def test_the_model_is_told_the_id_needs_no_lookup():
+    call = FunctionCall(name="find_customer_id", arguments=json.dumps(LOOKED_UP[1]))
+    found = unfounded_arguments(call, CUSTOMER_DEFINITIONS, BALANCE_QUESTION.casefold())
+    assert found.looked_up == [("C-5512", "customer id", "name")]
+    assert not found.values and not found.names and not found.other_kinds
+    assert found.result(CUSTOMER_DEFINITIONS, "find_customer_id") == TOLD_LOOKED_UP
+
+
+def test_told_an_id_needs_no_lookup_the_model_gives_it_to_the_tool_that_takes_it():
+    def script(prompt: str, constrained: bool) -> str:
+        if not constrained:
+            return "<tool_call>\n"
+        return call_text(BALANCE if TOLD_LOOKED_UP in prompt else LOOKED_UP)
+
+    engine = PromptScriptedEngine(script)
+    service = offline_backend(engine, profile="small")
+    body = {"model": "core-1-mini-chat", "tools": CUSTOMER_TOOLS}
+    message = service.chat({**body, "messages": [{"role": "user", "content": BALANCE_QUESTION}]})
+    calls = message.choices[0].message.tool_calls or ()
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [BALANCE]
