@@ -18,21 +18,11 @@ under the format's constraint. Where the profile sets a threshold, calls the mod
 finds unneeded for the message are dropped and the message answered without tools
 (``backend.chat.tool_need``).
 
-A generated call is then reviewed: calls repeating one the conversation answered, or one
-earlier in the same reply, are dropped (``backend.chat.repeated_calls``), and so are calls
-that give a code to a tool beside a lookup of that code, to be made from what the lookup
-finds (``backend.chat.lookup_beside``); where the chain-state reading found another call
-needed and every call repeated one, the model is shown those repeats failing with the
-results they had, and a call it writes again in another spelling, as a tool's error may ask,
-is kept (``backend.chat.corrected_calls``); else it calls once more, held to the tools the
-last step did not call, keeping only calls that use what that step found
-(``backend.chat.next_in_chain``); calls with a made-up
-argument (``backend.chat.made_up_arguments``) are shown to the model as failed, in an exchange
-the client never sees, and the model calls once more (a number it makes up again is kept
-only where that reply calls nothing else). Optional numbers no message states are
-taken out of a call (``backend.chat.unstated_options``). When no call is left, or the model ends
-its turn at once (an empty answer) or starts writing a tool's result itself, the ``plain``
-generation answers without tools.
+A generated call is then reviewed, and where no call is kept the model calls again in an
+exchange the client never sees (``backend.chat.call_review``: repeats, made-up arguments,
+calls waiting for a lookup beside them, respellings a tool's error asks for, the next call
+of a chain). When no call is left, or the model ends its turn at once (an empty answer) or
+starts writing a tool's result itself, the ``plain`` generation answers without tools.
 """
 
 from __future__ import annotations
@@ -43,37 +33,27 @@ from collections.abc import Callable, Iterator, Sequence
 
 from backend.chat.call_after_results import call_after_results
 from backend.chat.call_form import call_form, call_in_form
-from backend.chat.chain_state import read_chain_state
-from backend.chat.corrected_calls import correction_exchange, corrections, repeated_calls
-from backend.chat.lookup_beside import waiting_for_lookup
-from backend.chat.made_up_arguments import (
-    UnfoundedCall,
-    respaced_arguments,
-    tools_giving_every,
-    unfounded_arguments,
-    unfounded_exchange,
+from backend.chat.call_review import (
+    after_answer_prompt,
+    call_after_made_up,
+    corrected_call,
+    next_in_chain_call,
+    review,
 )
-from backend.chat.next_in_chain import LastStep
+from backend.chat.chain_state import read_chain_state
 from backend.chat.output import OutputEvent, ToolCallsFound
 from backend.chat.prompt import AnswerOrCall, Generation, RenderedPrompt
 from backend.chat.reading import DescribeToken, Reading
-from backend.chat.repeated_calls import call_key
-from backend.chat.tool_calls import TOOL_RESPONSE_OPEN, call_constraint, opens_tool_call
+from backend.chat.tool_calls import TOOL_RESPONSE_OPEN, opens_tool_call
 from backend.chat.tool_need import ToolNeedThresholds, calls_are_wanted
-from backend.chat.unstated_options import without_unstated_options
 from backend.engines.base import ChatEngine, SamplingParams
 from backend.groundedness.learned import LearnedReading
-from backend.protocol.schemas import ToolCall
 
 #: Tokens read at most before deciding that an answer is not a call (a fence and ``{"name"``
 #: take about six). Until the decision they are chosen greedily at any temperature: a
 #: sampled lead-in ("Here is the JSON:") or fence ("```xml") would turn the model's call into
 #: prose, a draw that once failed a fresh-clone run of the suite (benchmarks/README.md).
 OPENING_TOKENS = 16
-#: How many times at most the next call of a chain is made, each held to the tools not yet
-#: tried (``_next_in_chain``): each try is one more constrained call at that step (a few
-#: seconds on 2 cores), so an agent offering many tools is not held at one step for long.
-NEXT_CALL_TRIES = 3
 
 
 def answer_events(
@@ -181,37 +161,26 @@ def _answer_or_call(
     check = prompt.tool_need if tool_need_below is not None else None
     opened = _call_as_opened(engine, prompt, opening)
     call = Reading(engine, opened, stop, should_stop, logprobs).events(
-        _after_answer_prompt(params, prompt, opened)
+        after_answer_prompt(params, prompt, opened)
     )
     # The call is read whole before it is checked (calls go out at the end anyway).
     events = list(call)
     names = [c.function.name for e in events if isinstance(e, ToolCallsFound) for c in e.calls]
     wanted = not (check and names) or calls_are_wanted(engine, check, names, tool_need_below)
-    held, unfounded = _review(events, prompt) if wanted else (None, [])
+    held, unfounded = review(events, prompt) if wanted else (None, [])
     if held is None and call_needed and not unfounded:
         # Every call repeated an answered one where the chain needs another: the model is
         # shown them failing and writes them again, kept where it corrects their spelling;
         # else it calls once more, held to the tools the last step did not call.
-        held = _corrected(engine, prompt, events, params, stop, should_stop, logprobs)
+        held = corrected_call(engine, prompt, events, params, stop, should_stop, logprobs)
         if held is None and prompt.last_step is not None:
             step = prompt.last_step
-            held = _next_in_chain(engine, prompt, step, params, stop, should_stop, logprobs)
-    if held is None and unfounded and prompt.continued:
+            held = next_in_chain_call(engine, prompt, step, params, stop, should_stop, logprobs)
+    if held is None and unfounded:
         # Every call made up an argument: the model is shown those calls failing, as a tool
         # would answer them, and calls once more. (Let free to answer instead, it wrote
         # advice on which tool to call: benchmarks/README.md, "Agents that chain tools".)
-        retry = prompt.continued(unfounded_exchange(unfounded, prompt.tools)).call
-        if giving := tools_giving_every(unfounded, prompt.tools):
-            constraint = call_constraint(giving, retry.parallel_calls)
-            retry = dataclasses.replace(retry, constraint=constraint)
-        retried = list(Reading(engine, retry, stop, should_stop, logprobs).events(params))
-        # A number made up again is kept only where the reply keeps nothing else: the model
-        # insists, and the number may be written in words ``stated_numbers`` does not read.
-        # Beside a call it could make, such as the lookup it was told of, the number waits
-        # for that call's result.
-        held, _ = _review(retried, prompt)
-        if held is None:
-            held, _ = _review(retried, prompt, numbers=False)
+        held = call_after_made_up(engine, prompt, unfounded, params, stop, should_stop, logprobs)
     if held is None:
         yield from _without_tools(engine, prompt, params, stop, should_stop, logprobs)
         return
@@ -253,79 +222,6 @@ def _share_after_results(
     return (None if state.share >= share else share), False
 
 
-def _next_in_chain(
-    engine: ChatEngine,
-    prompt: AnswerOrCall,
-    step: LastStep,
-    params: SamplingParams,
-    stop: Sequence[str],
-    should_stop: Callable[[], bool],
-    logprobs: DescribeToken | None,
-) -> list[OutputEvent] | None:
-    """The call made again after a reply that only repeated answered calls, held to the
-    tools the last step did not call, with the calls that take no value the step found
-    dropped (``backend.chat.next_in_chain``), then reviewed as the first was; where none is
-    left, made again held to the tools not yet tried, ``NEXT_CALL_TRIES`` times in all.
-    None when no call is left. From the call's own prompt, already evaluated; the repeat is
-    no draft."""
-    call, tried = prompt.call, set[str]()
-    for _ in range(NEXT_CALL_TRIES):
-        others = [t for t in step.other_tools(prompt.tools) if t.function.name not in tried]
-        if not others:
-            return None
-        constraint = call_constraint(others, call.parallel_calls)
-        to_others = dataclasses.replace(call, constraint=constraint)
-        params = dataclasses.replace(_after_answer_prompt(params, prompt, to_others), draft=())
-        events = list(Reading(engine, to_others, stop, should_stop, logprobs).events(params))
-        calls = _calls_in(events)
-        building = _with_calls(events, [c for c in calls if step.takes_found_value(c)])
-        held = building and _review(building, prompt)[0]
-        if held:
-            return held
-        if not calls:  # nothing newly tried: the next try would be the same
-            return None
-        tried |= {c.function.name for c in calls}
-    return None
-
-
-def _corrected(
-    engine: ChatEngine,
-    prompt: AnswerOrCall,
-    events: list[OutputEvent],
-    params: SamplingParams,
-    stop: Sequence[str],
-    should_stop: Callable[[], bool],
-    logprobs: DescribeToken | None,
-) -> list[OutputEvent] | None:
-    """The calls of ``events`` that repeat answered ones, shown failing and made again,
-    held to their tools, keeping the calls that respell one (``corrected_calls.corrections``);
-    None when none is. The repeat is the draft."""
-    repeats = repeated_calls(_calls_in(events), prompt.answered)
-    if not repeats or prompt.continued is None:
-        return None
-    retry = prompt.continued(correction_exchange(repeats, prompt.answered)).call
-    names = {call.function.name for call in repeats}
-    repeated_tools = [tool for tool in prompt.tools if tool.function.name in names]
-    constraint = call_constraint(repeated_tools, retry.parallel_calls)
-    retry = dataclasses.replace(retry, constraint=constraint)
-    params = dataclasses.replace(params, draft=prompt.repeat)
-    retried = list(Reading(engine, retry, stop, should_stop, logprobs).events(params))
-    return _with_calls(retried, corrections(_calls_in(retried), repeats, prompt.answered))
-
-
-def _calls_in(events: Sequence[OutputEvent]) -> list[ToolCall]:
-    return next((e.calls for e in events if isinstance(e, ToolCallsFound)), [])
-
-
-def _with_calls(events: list[OutputEvent], calls: list[ToolCall]) -> list[OutputEvent] | None:
-    """``events`` with ``calls`` for the calls they found; None where ``calls`` is empty."""
-    if not calls:
-        return None
-    return [
-        ToolCallsFound(calls, e.logprobs) if isinstance(e, ToolCallsFound) else e for e in events
-    ]
-
-
 def _call_as_opened(engine: ChatEngine, prompt: AnswerOrCall, opening: Sequence[int]) -> Generation:
     """The call the free ``opening`` began, in the form it began it (``backend.chat.call_form``)
     where the conversation ends with the user's message. After tool results the call's prompt
@@ -336,23 +232,6 @@ def _call_as_opened(engine: ChatEngine, prompt: AnswerOrCall, opening: Sequence[
     if prompt.after_results or form is None:
         return prompt.call
     return call_in_form(engine.tokenizer, prompt.answer.ids, prompt.call, form)
-
-
-def _after_answer_prompt(
-    params: SamplingParams, prompt: AnswerOrCall, call: Generation
-) -> SamplingParams:
-    """``params`` for the call, whose prompt is the answer's and the call's opening: the
-    answer's prompt, just evaluated and cached, is evaluated apart so that it is reused whole
-    and only the opening is evaluated (about a second a call on 2 cores, benchmarks/README.md,
-    "The step after a tool result"). After tool results, the call that repeats the last
-    reply's is its draft: the small models open that call again more often than not, and
-    checked in one evaluation it is found out in a fraction of its decode steps (dropped by
-    ``_review`` as before)."""
-    params = dataclasses.replace(params, draft=prompt.repeat)
-    answer = prompt.answer.ids
-    if call.ids[: len(answer)] != answer:
-        return params
-    return dataclasses.replace(params, evaluated_apart=len(answer))
 
 
 def _no_answer(engine: ChatEngine, opening: Sequence[int]) -> bool:
@@ -367,33 +246,3 @@ def _no_answer(engine: ChatEngine, opening: Sequence[int]) -> bool:
     # The opening stops where the call is ruled out, which can be inside the tag ("<tool_r").
     tag = TOOL_RESPONSE_OPEN
     return len(text) > len("<tool_") and (text.startswith(tag) or tag.startswith(text))
-
-
-def _review(
-    events: list[OutputEvent], prompt: AnswerOrCall, numbers: bool = True
-) -> tuple[list[OutputEvent] | None, list[UnfoundedCall]]:
-    """``events`` with the calls not worth making taken out: repeats of answered calls or of
-    the reply's own (``repeated_calls``), calls with made-up arguments
-    (``made_up_arguments``; returned too; made-up numbers only with ``numbers``), and calls
-    that give a code to a tool beside a lookup of that code (``lookup_beside``). None when
-    calls were found and none is left."""
-    found = _calls_in(events)
-    if not found:
-        return events, []
-    unfounded, kept, seen = [], [], set(prompt.answered)
-    for call in found:
-        function = respaced_arguments(call.function, prompt.said)
-        function = without_unstated_options(function, prompt.tools, prompt.said)
-        call = call.model_copy(update={"function": function})
-        key = call_key(call.function.name, call.function.arguments)
-        values = unfounded_arguments(
-            call.function, prompt.tools, prompt.said, numbers, prompt.after_results
-        )
-        if values:
-            unfounded.append(UnfoundedCall(call, values))
-        elif key not in seen:
-            kept.append(call)
-        seen.add(key)
-    waiting = waiting_for_lookup(kept)
-    kept = [call for call, waits in zip(kept, waiting, strict=True) if not waits]
-    return _with_calls(events, kept), unfounded

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import Any
 
 import backend
+from backend.chat.call_review import corrected_call
 from backend.chat.chain_state import read_chain_state
-from backend.chat.generation import _corrected
 from backend.chat.output import ToolCallsFound
 from backend.chat.prompt import AnswerOrCall, render_prompt
 from backend.chat.repeated_calls import last_reply_calls
@@ -155,7 +155,7 @@ def corrected(engine, prompt: AnswerOrCall, messages: list[ChatMessage]) -> list
     generation's own path, greedy)."""
     repeated = [ToolCallsFound(last_reply_calls(messages))]
     params = SamplingParams(max_new_tokens=200, temperature=0.0)
-    events = _corrected(engine, prompt, repeated, params, (), lambda: False, None) or []
+    events = corrected_call(engine, prompt, repeated, params, (), lambda: False, None) or []
     calls = [c for e in events if isinstance(e, ToolCallsFound) for c in e.calls]
     return [(c.function.name, json.loads(c.function.arguments)) for c in calls]
 

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from backend.chat.generation import NEXT_CALL_TRIES
+from backend.chat.call_review import NEXT_CALL_TRIES
 from backend.chat.next_in_chain import last_step
 from backend.protocol.schemas import ChatMessage, FunctionCall, ToolCall
 from backend.testing import offline_backend
