@@ -74,18 +74,26 @@ def test_the_model_is_told_the_kind_and_the_tool_that_gives_the_one_asked_for():
     assert not unfounded_arguments(kept, DEFINITIONS, "units of P-77 in B?")
 
 
-def test_told_of_an_order_id_as_a_product_id_the_model_looks_the_order_up():
+def _told_then(told: str, first: tuple, then: tuple, tools: list, question: str):
+    """The calls a model scripted to call ``first``, and ``then`` once shown ``told``, makes
+    for ``question``; and its engine."""
+
     def script(prompt: str, constrained: bool) -> str:
         if not constrained:
             return "<tool_call>\n"
-        return call_text(LOOKUP if TOLD in prompt else GIVEN_AS_PRODUCT)
+        return call_text(then if told in prompt else first)
 
     engine = PromptScriptedEngine(script)
     service = offline_backend(engine, profile="small")
-    body = {"model": "core-1-mini-chat", "tools": TOOLS}
-    message = service.chat({**body, "messages": [{"role": "user", "content": QUESTION}]})
+    body = {"model": "core-1-mini-chat", "tools": tools}
+    message = service.chat({**body, "messages": [{"role": "user", "content": question}]})
     calls = message.choices[0].message.tool_calls or ()
-    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [LOOKUP]
+    return [(c.function.name, json.loads(c.function.arguments)) for c in calls], engine
+
+
+def test_told_of_an_order_id_as_a_product_id_the_model_looks_the_order_up():
+    calls, engine = _told_then(TOLD, GIVEN_AS_PRODUCT, LOOKUP, TOOLS, QUESTION)
+    assert calls == [LOOKUP]
     first, retry = (c.schema_json for c in engine.constraints[1:])
     assert '"get_stock"' in first
     assert '"get_order"' in retry and '"get_stock"' not in retry
@@ -139,14 +147,5 @@ def test_the_model_is_told_the_id_needs_no_lookup():
 
 
 def test_told_an_id_needs_no_lookup_the_model_gives_it_to_the_tool_that_takes_it():
-    def script(prompt: str, constrained: bool) -> str:
-        if not constrained:
-            return "<tool_call>\n"
-        return call_text(BALANCE if TOLD_LOOKED_UP in prompt else LOOKED_UP)
-
-    engine = PromptScriptedEngine(script)
-    service = offline_backend(engine, profile="small")
-    body = {"model": "core-1-mini-chat", "tools": CUSTOMER_TOOLS}
-    message = service.chat({**body, "messages": [{"role": "user", "content": BALANCE_QUESTION}]})
-    calls = message.choices[0].message.tool_calls or ()
-    assert [(c.function.name, json.loads(c.function.arguments)) for c in calls] == [BALANCE]
+    calls, _ = _told_then(TOLD_LOOKED_UP, LOOKED_UP, BALANCE, CUSTOMER_TOOLS, BALANCE_QUESTION)
+    assert calls == [BALANCE]
