@@ -33,6 +33,7 @@ from backend.chat.repeated_calls import (
     last_calls_written,
     parsed_arguments,
 )
+from backend.chat.shown_tools import shown_tools
 from backend.chat.tool_calls import (
     SEVERAL_CALLS_FORMAT,
     call_constraint,
@@ -179,10 +180,12 @@ def render_prompt(
 ) -> RenderedPrompt:
     """Apply the chat template (with tool definitions) and tokenize.
 
-    ``tool_choice="none"`` renders without tools, so the model cannot call one. Without a
-    system message the default one is used, so the model does not introduce itself under its
-    upstream name. ``constrained``: the engine constrains output to a JSON Schema, so calls
-    are generated under the tools' schemas (``backend.chat.tool_calls.call_constraint``).
+    The tools are shown as ``backend.chat.shown_tools`` writes them, whichever framework
+    described them. ``tool_choice="none"`` renders without tools, so the model cannot call
+    one. Without a system message the default one is used, so the model does not introduce
+    itself under its upstream name. ``constrained``: the engine constrains output to a JSON
+    Schema, so calls are generated under the tools' schemas
+    (``backend.chat.tool_calls.call_constraint``).
     ``answer_format``: answers (not calls) are generated under it
     (``backend.chat.response_format``); the system message asks for it too, since a model that
     knows the schema fills it better than one only held to it. ``parallel_calls``: a reply
@@ -193,7 +196,7 @@ def render_prompt(
             "invalid request: the configured chat model has no chat template; configure an "
             "instruction-tuned model"
         )
-    active_tools = list(tools or ()) if tool_choice != "none" else []
+    active_tools = shown_tools(tools or ()) if tool_choice != "none" else []
     shown = [_with_spaced_lists(m) for m in messages] if active_tools else messages
     conversation = _with_system([_template_message(m) for m in shown], answer_format)
     if not constrained and messages[-1].role == "tool" and tool_choice in (None, "auto"):

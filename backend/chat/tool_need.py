@@ -24,10 +24,10 @@ threshold (``ToolNeedThresholds``).
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 
+from backend.chat.shown_tools import shown_description
 from backend.chat.yes_no import YesNoReader
 from backend.engines.base import ChatEngine
 
@@ -80,18 +80,15 @@ QUESTION_AMONG_TOOLS = (
 
 def tool_list(descriptions: dict[str, str]) -> str:
     """The offered tools as ``QUESTION_AMONG_TOOLS`` lists them, one line each: the name and
-    what the description says. A first line that only repeats the tool's signature
-    (LlamaIndex's ``FunctionTool`` writes ``name(arg: 'str') -> 'str'`` above the docstring)
-    is left out: through LlamaIndex it moved the readings enough to drop a lookup its
-    message asked for and keep a weather call for a greeting (benchmarks/README.md)."""
+    what the description says as the model is shown it (``backend.chat.shown_tools``: a
+    signature line LlamaIndex writes above the docstring moved the readings enough to drop
+    a lookup its message asked for and keep a weather call for a greeting)."""
     return "\n".join(f"- {name}: {_said(name, text)}" for name, text in descriptions.items())
 
 
 def _said(name: str, description: str) -> str:
-    lines = [line.strip() for line in description.splitlines() if line.strip()]
-    if len(lines) > 1 and re.match(rf"{re.escape(name)}\s*\(", lines[0]):
-        lines = lines[1:]
-    return " ".join(lines)
+    shown = shown_description(name, description) or ""
+    return " ".join(line.strip() for line in shown.splitlines() if line.strip())
 
 
 def question(check: ToolNeedCheck, name: str) -> str:
