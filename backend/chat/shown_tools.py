@@ -8,8 +8,8 @@ sends neither. Both restate the name and the parameters the schema already gives
 reached the model: asked "東京の天気を教えてください。" the 1.5B model called
 ``get_weather(city="東京")`` with LlamaIndex's definitions and ``get_weather(city="Tokyo")``
 with LangChain's, and the tool-need check's question read the signature line enough to keep
-a weather call for a greeting (benchmarks/README.md, "The tools as the model is shown
-them"). So the same tools are shown the same, whichever framework wrote them: in the chat
+a weather call for a greeting (benchmarks/README.md, "Built (s37): the tools as the model
+is shown them"). So the same tools are shown the same, whichever framework wrote them: in the chat
 template's tool list, in the tool-need check's question and in every rule that reads a
 description. A title that says more than the parameter's name, and a description that is a
 signature alone, are kept.

@@ -23,7 +23,8 @@ def convert_units(value: float, from_unit: str, to_unit: str) -> str:
 class ToolsSeen(CharTokenizer):
     """Notes the tools the chat template is given."""
 
-    seen: list[str]
+    def __init__(self) -> None:
+        self.seen: list[str] = []
 
     def apply_chat_template(self, conversation, tools=None, **options):
         self.seen.append(json.dumps(tools, sort_keys=True))
@@ -32,7 +33,6 @@ class ToolsSeen(CharTokenizer):
 
 def _template_tools(tool: ToolDefinition) -> str:
     tokenizer = ToolsSeen()
-    tokenizer.seen = []
     messages = [ChatMessage(role="user", content="5 km in miles?")]
     render_prompt(tokenizer, messages, [tool], "auto", constrained=True)
     return tokenizer.seen[0]
